@@ -1,0 +1,40 @@
+# OLP's tasks. Run them through ./dev, which sets up .venv first:  ./dev <recipe>
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+py := ".venv/bin/python"
+
+# List the recipes
+default:
+    @just --list
+
+# Start the proxy (OLP_PORT, OLP_BIND, OLP_HOME, OLP_OWNER_TOKEN, OLP_LOG_LEVEL apply)
+start:
+    .venv/bin/olp start
+
+# Every test tier: lint, deterministic, integration, real CLIs
+test: lint unit integration realcli
+
+# ruff and mypy --strict
+lint:
+    .venv/bin/ruff check olp tests bench
+    {{py}} -m mypy
+
+# Parsers, codecs, store, and MockClock tests of actors, engine and app (no real I/O timing)
+unit:
+    {{py}} -m pytest -q tests/unit tests/actors tests/engine tests/http
+
+# Real sockets and real subprocesses, with fake CLIs replaying recorded transcripts
+integration:
+    {{py}} -m pytest -q tests/integration
+
+# The real vendor CLIs, installed pinned into a cache outside the repo, against loopback mocks
+realcli:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    out=$(scripts/install-real-clis)
+    eval "$(grep -E '^OLP_REAL_[A-Z]+=' <<<"$out" | sed 's/^/export /')"
+    {{py}} -m pytest -q tests/realcli
+
+# Spawn-path overhead benchmark; writes docs/benchmarks.md
+bench:
+    {{py}} -m bench.spawn_overhead --write docs/benchmarks.md

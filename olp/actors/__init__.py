@@ -1,0 +1,23 @@
+"""Provider actors: each owns its spawn limiter and the nursery its CLI processes run in."""
+
+from . import _codes as codes
+from ._actor import ActorStatistics as ActorStatistics
+from ._actor import JobRunner as JobRunner
+from ._actor import ProviderActor as ProviderActor
+from ._actor import Ticket as Ticket
+from ._adapter import CapabilityMissing as CapabilityMissing
+from ._adapter import CliAdapter as CliAdapter
+from ._adapter import Invocation as Invocation
+from ._adapter import LineParser as LineParser
+from ._cli_runner import CliConfig as CliConfig
+from ._cli_runner import CliRunner as CliRunner
+from ._cli_runner import Timeouts as Timeouts
+from ._lines import LineReader as LineReader
+from ._lines import LineTooLong as LineTooLong
+from ._process import CliProcess as CliProcess
+from ._process import ProcessSpawner as ProcessSpawner
+from ._process import Spawner as Spawner
+from ._process import SpawnError as SpawnError
+from ._process import SpawnSpec as SpawnSpec
+
+__all__ = ["codes"]

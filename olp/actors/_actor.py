@@ -1,0 +1,157 @@
+"""The provider actor: a mailbox, a spawn limiter and a nursery that owns every job.
+
+Callers talk to an actor only through :meth:`ProviderActor.submit`, which hands back a
+:class:`Ticket`: a channel of IR events and the job's cancel scope. Nothing else spawns a
+provider process.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol
+
+import trio
+
+from olp.ir import ChatRequest, Error, Event, is_terminal
+
+from . import _codes as codes
+
+log = logging.getLogger("olp.actors")
+
+#: Events buffered between a job and its caller: a slow client slows the CLI reader.
+REPLY_BUFFER = 16
+
+
+class JobRunner(Protocol):
+    """How a provider answers one job (a CLI spawn, or later an HTTP call)."""
+
+    async def run(self, request: ChatRequest, model: str,
+                  emit: Callable[[Event], Awaitable[None]]) -> None:
+        """Emit events, the last of them terminal; on cancellation clean up and re-raise."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    request: ChatRequest
+    model: str
+    reply: trio.MemorySendChannel[Event]
+    scope: trio.CancelScope  # created by the caller, who may cancel it at any time
+
+
+@dataclass(frozen=True, slots=True)
+class Ticket:
+    """The caller's handle on one job: its events, ending with exactly one terminal event
+    (unless abandoned), and :meth:`abandon` to stop it."""
+
+    events: trio.MemoryReceiveChannel[Event]
+    scope: trio.CancelScope
+
+    def abandon(self) -> None:
+        """Cancel the job and stop listening. Sync, idempotent, safe in ``finally``."""
+        self.scope.cancel(reason="caller abandoned the job")
+        self.events.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ActorStatistics:
+    name: str
+    in_flight: int
+    max_concurrent: int
+    jobs_started: int
+    jobs_refused: int
+
+
+class ProviderActor:
+    """Serves one provider. Start it with ``await nursery.start(actor.run)``.
+
+    At most ``max_concurrent`` jobs run at once; a job that finds every slot taken is
+    answered ``CONCURRENCY_LIMIT`` at once instead of queueing (the fallback chain exists
+    for overflow).
+    """
+
+    def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int) -> None:
+        self.name = name
+        self.runner = runner
+        self.limiter = trio.CapacityLimiter(max_concurrent)
+        self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
+        self._jobs_started = 0
+        self._jobs_refused = 0
+
+    def statistics(self) -> ActorStatistics:
+        stats = self.limiter.statistics()
+        return ActorStatistics(self.name, stats.borrowed_tokens, int(stats.total_tokens),
+                               self._jobs_started, self._jobs_refused)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                  ) -> None:
+        """Serve jobs until cancelled; cancelling it cancels (and reaps) every job."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            with self._inbox_recv:
+                async for job in self._inbox_recv:
+                    nursery.start_soon(self._serve, job, name=f"{self.name}:job")
+
+    async def submit(self, request: ChatRequest, model: str) -> Ticket:
+        """Hand a job to the actor. Blocks only until the actor has taken it.
+
+        Raises :class:`trio.BrokenResourceError` when the actor is no longer running.
+        """
+        send, recv = trio.open_memory_channel[Event](REPLY_BUFFER)
+        scope = trio.CancelScope()
+        try:
+            await self._inbox_send.send(_Job(request, model, send, scope))
+        except BaseException:
+            send.close()
+            recv.close()
+            raise
+        return Ticket(recv, scope)
+
+    async def _serve(self, job: _Job) -> None:
+        with job.reply, job.scope:
+            try:
+                self.limiter.acquire_nowait()
+            except trio.WouldBlock:
+                self._jobs_refused += 1
+                await _send_quietly(job, Error(
+                    code=codes.CONCURRENCY_LIMIT, category="unavailable",
+                    message=f"{self.name} is running its maximum of "
+                            f"{int(self.limiter.total_tokens)} jobs"))
+                return
+            self._jobs_started += 1
+            try:
+                await self._run_job(job)
+            finally:
+                self.limiter.release()
+
+    async def _run_job(self, job: _Job) -> None:
+        ended = False
+
+        async def emit(event: Event) -> None:
+            nonlocal ended
+            if ended:
+                return
+            ended = is_terminal(event)
+            try:
+                await job.reply.send(event)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                job.scope.cancel(reason="nobody is listening")
+
+        try:
+            await self.runner.run(job.request, job.model, emit)
+        except Exception as exc:  # the per-job boundary: one job's bug never kills the actor
+            log.exception("job failed", extra={"provider": self.name})
+            await emit(Error(code="INTERNAL_ERROR", category="unknown",
+                             message=f"{type(exc).__name__} in the {self.name} provider"))
+        if not ended:
+            await emit(Error(code=codes.PROTOCOL_ERROR, category="unknown",
+                             message=f"the {self.name} provider ended without an answer"))
+
+
+async def _send_quietly(job: _Job, event: Event) -> None:
+    try:
+        await job.reply.send(event)
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass

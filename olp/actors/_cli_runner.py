@@ -1,0 +1,186 @@
+"""One CLI job: spawn, read, enforce deadlines, turn output into IR events, clean up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trio
+
+from olp.ir import ChatRequest, Error, Event, is_content, is_terminal
+
+from . import _codes as codes
+from ._adapter import CapabilityMissing, CliAdapter
+from ._lines import LineTooLong
+from ._process import Spawner, SpawnError, SpawnSpec
+
+Emit = Callable[[Event], Awaitable[None]]
+
+#: Variables copied from the proxy's own environment into every CLI's (nothing else is).
+_BASE_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """The proxy's own deadlines for one hop (the CLIs' own are minutes long or absent).
+
+    ``first_output_s`` counts to the first *content* event, ``idle_s`` is the longest silence
+    after content, ``total_s`` bounds the whole job.
+    """
+
+    first_output_s: float = 60.0
+    idle_s: float = 120.0
+    total_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class CliConfig:
+    """How one provider's CLI is run: binary, extra argv, extra env, deadlines."""
+
+    binary: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    extra_args: Sequence[str] = ()
+    home_files: Mapping[str, str] = field(default_factory=dict)
+    timeouts: Timeouts = Timeouts()
+    real_home: Path = field(default_factory=Path.home)
+    proxy_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+
+class CliRunner:
+    """Runs jobs for one CLI provider. Stateless between jobs; the actor owns concurrency."""
+
+    def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig) -> None:
+        self.adapter = adapter
+        self.spawner = spawner
+        self.config = config
+
+    def environment(self, home: Path) -> dict[str, str]:
+        """The CLI's whole environment: minimal base, adapter defaults, configured ``env``."""
+        proxy_env = self.config.proxy_env
+        env = {k: proxy_env[k] for k in _BASE_PASSTHROUGH if k in proxy_env}
+        env.setdefault("LANG", "C.UTF-8")
+        env.update(HOME=str(home), TMPDIR=str(home / "tmp"), TERM="dumb", NO_COLOR="1")
+        env.update(self.adapter.spawn_env(proxy_env))
+        env.update(self.config.env)
+        return env
+
+    def preflight(self) -> Error | None:
+        """``AUTH_MISSING`` before spawning when no credential can be found."""
+        env = {**self.adapter.spawn_env(self.config.proxy_env), **self.config.env}
+        return self.adapter.preflight(env, self.config.real_home)
+
+    async def run(self, request: ChatRequest, model: str, emit: Emit) -> None:
+        """Run one job, emitting IR events and always, last, exactly one terminal event.
+
+        Blocks for the life of the CLI. On cancellation the process group is killed (TERM,
+        then KILL after the spawner's grace) and the temporary directories are removed
+        before the cancellation propagates; no terminal event is sent then.
+        """
+        terminal: Event | None = self.preflight()
+        if terminal is None:
+            # The job's directories are made and removed synchronously: a few small local
+            # file operations, and a cleanup with no checkpoint cannot be interrupted.
+            base = Path(tempfile.mkdtemp(prefix="olp-job-"))
+            try:
+                terminal = await self._spawn_and_read(request, model, base, emit)
+            finally:
+                shutil.rmtree(base, ignore_errors=True)
+        await emit(terminal)
+
+    async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
+                              emit: Emit) -> Error | Event:
+        workdir, home = base / "work", base / "home"
+        try:
+            invocation = self.adapter.invocation(
+                request, binary=self.config.binary, model=model, workdir=workdir,
+                extra_args=self.config.extra_args)
+        except CapabilityMissing as exc:
+            return Error(code="CAPABILITY", category="client_error", message=str(exc),
+                         status=400)
+        env = self.environment(home)
+        links = self.adapter.home_links(env, self.config.real_home)
+        _prepare_dirs(workdir, home, invocation.files, self.config.home_files, links)
+        spec = SpawnSpec(argv=invocation.argv, stdin=invocation.stdin, env=env, cwd=workdir)
+        timeouts = self.config.timeouts
+        started = trio.current_time()
+        total_deadline = started + timeouts.total_s
+        first_deadline = min(total_deadline, started + timeouts.first_output_s)
+        parser = self.adapter.parser()
+        try:
+            async with self.spawner.open(spec) as proc:
+                content_seen = False
+                idle_deadline = first_deadline
+                while True:
+                    deadline = idle_deadline
+                    with trio.move_on_at(deadline):
+                        try:
+                            line = await proc.receive_line()
+                        except LineTooLong as exc:
+                            return Error(code=codes.OUTPUT_TOO_LONG, category="unknown",
+                                         message=str(exc))
+                        if line is None:
+                            returncode = await proc.wait()
+                            return parser.finish(returncode, proc.stderr_tail())
+                        for event in parser.feed(line):
+                            if is_terminal(event):
+                                return event
+                            content_seen = content_seen or is_content(event)
+                            await emit(event)
+                        if content_seen:
+                            idle_deadline = min(total_deadline,
+                                                trio.current_time() + timeouts.idle_s)
+                        continue
+                    return _timeout_error(deadline, total_deadline, content_seen, timeouts)
+        except SpawnError as exc:
+            code = codes.CLI_NOT_FOUND if exc.not_found else codes.SPAWN_FAILED
+            return Error(code=code, category="unavailable", message=str(exc))
+
+
+def _timeout_error(deadline: float, total_deadline: float, content_seen: bool,
+                   timeouts: Timeouts) -> Error:
+    if deadline >= total_deadline:
+        code = codes.TOTAL_TIMEOUT
+        message = f"the CLI gave no complete answer within {timeouts.total_s:g} s"
+    elif content_seen:
+        code = codes.IDLE_TIMEOUT
+        message = f"the CLI went silent for {timeouts.idle_s:g} s mid-answer"
+    else:
+        code = codes.FIRST_OUTPUT_TIMEOUT
+        message = f"the CLI produced no output within {timeouts.first_output_s:g} s"
+    return Error(code=code, category="unavailable", message=message)
+
+
+def _prepare_dirs(workdir: Path, home: Path, files: Mapping[str, str],
+                  home_files: Mapping[str, str], links: Mapping[str, Path]) -> None:
+    """Create the job's working directory and private home (a few small local writes)."""
+    workdir.mkdir(mode=0o700)
+    (home / "tmp").mkdir(mode=0o700, parents=True)
+    for name, text in files.items():
+        _write_private(workdir / name, text)
+    for rel, text in home_files.items():
+        _write_private(_inside(home, rel), text)
+    for rel, target in links.items():
+        link = _inside(home, rel)
+        link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            link.symlink_to(target)
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _inside(root: Path, rel: str) -> Path:
+    """``root / rel``, refusing absolute paths and ``..`` that would leave ``root``."""
+    path = (root / rel).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise ValueError(f"{rel!r} is outside the spawn's home")
+    return path

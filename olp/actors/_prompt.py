@@ -1,0 +1,138 @@
+"""History flattening shared by the CLI providers (the CLIs cannot replay turns in order).
+
+:func:`flatten_prompt` turns a conversation into the one prompt a CLI reads on stdin:
+
+* **One user message** (after dropping system/developer messages when ``include_system`` is
+  false) → exactly that message's text, unchanged.
+* **Anything else** → a transcript, built deterministically::
+
+      System instructions:            <- only with include_system=True and system text present
+      <system/developer texts in order, a blank line between>
+
+      The conversation so far is below. Each turn starts with a label line: "User:",
+      "Assistant:" or "Tool result (<tool_call_id>):".
+
+      User:
+      <text>
+
+      Assistant:
+      <text>
+      [tool call <id>: <name>(<arguments>)]
+
+      Tool result (<tool_call_id>):
+      <text>
+
+      ---
+      Reply to the last User message above as the Assistant. Write only the reply itself,
+      with no label.
+
+  A ``name`` on a message is shown as ``User (alice):`` (a tool result's as
+  ``Tool result (<id>) from <name>:``). Image parts are shown as
+  ``[image]``; other turn text is copied verbatim (it is not escaped, so a client can write
+  text that looks like a label — harmless, it only confuses its own conversation). When the
+  last turn is a tool result the closing line asks to continue using the tool results.
+
+No messages at all (or only system text with ``include_system`` false) → ``""``.
+
+:func:`system_text` joins the system/developer texts; :func:`json_instruction` is the
+"instruction at the head of the prompt" form of ``response_format`` for CLI hops.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from olp.ir import ImagePart, Message, TextPart
+
+_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
+_INTRO: Final = (
+    "The conversation so far is below. Each turn starts with a label line: \"User:\", "
+    "\"Assistant:\" or \"Tool result (<tool_call_id>):\"."
+)
+_REPLY: Final = (
+    "Reply to the last User message above as the Assistant. "
+    "Write only the reply itself, with no label."
+)
+_REPLY_AFTER_TOOL: Final = (
+    "Continue as the Assistant, answering the last User message above using the tool "
+    "results. Write only the reply itself, with no label."
+)
+_LABELS: Final = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
+
+
+def system_text(messages: Sequence[Message]) -> str:
+    """The texts of all system and developer messages, in order, a blank line between.
+
+    Empty texts are skipped; no such messages → ``""``.
+    """
+    texts = [m.text() for m in messages if m.role in _SYSTEM_ROLES]
+    return "\n\n".join(t for t in texts if t)
+
+
+def flatten_prompt(messages: Sequence[Message], *, include_system: bool) -> str:
+    """The conversation as one prompt (format in the module docstring)."""
+    turns = [m for m in messages if m.role not in _SYSTEM_ROLES]
+    system = system_text(messages) if include_system else ""
+    if not system and len(turns) == 1 and turns[0].role == "user":
+        return turns[0].text()
+    if not turns and not system:
+        return ""
+    blocks: list[str] = []
+    if system:
+        blocks.append(f"System instructions:\n{system}")
+    blocks.append(_INTRO)
+    blocks.extend(_render_turn(m) for m in turns)
+    last_is_tool = bool(turns) and turns[-1].role == "tool"
+    blocks.append("---\n" + (_REPLY_AFTER_TOOL if last_is_tool else _REPLY))
+    return "\n\n".join(blocks)
+
+
+def _render_turn(message: Message) -> str:
+    label = _LABELS.get(message.role, message.role.capitalize())
+    if message.role == "tool":
+        label = f"{label} ({message.tool_call_id or 'unknown'})"
+        if message.name:
+            label = f"{label} from {message.name}"
+    elif message.name:
+        label = f"{label} ({message.name})"
+    lines = [f"{label}:"]
+    body = "".join(
+        p.text if isinstance(p, TextPart) else "[image]"
+        for p in message.content
+        if isinstance(p, (TextPart, ImagePart))
+    )
+    if body:
+        lines.append(body)
+    lines.extend(f"[tool call {c.id}: {c.name}({c.arguments})]" for c in message.tool_calls)
+    return "\n".join(lines)
+
+
+_JSON_ONLY: Final = (
+    "Respond with a single JSON object only: no prose before or after it and no Markdown "
+    "code fences."
+)
+
+
+def json_instruction(response_format: Mapping[str, Any] | None) -> str | None:
+    """The instruction that asks for JSON output, or ``None`` when none is needed.
+
+    ``{"type": "json_object"}`` → the bare JSON-only instruction; ``{"type": "json_schema",
+    "json_schema": {"schema": {...}}}`` → the same plus the schema (keys sorted, so the text is
+    deterministic). A ``json_schema`` without a ``schema`` object gets the bare instruction;
+    ``text``, an unknown type or a non-mapping → ``None``.
+    """
+    if not isinstance(response_format, Mapping):
+        return None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return _JSON_ONLY
+    if kind != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    schema = spec.get("schema") if isinstance(spec, Mapping) else None
+    if not isinstance(schema, Mapping):
+        return _JSON_ONLY
+    rendered = json.dumps(schema, sort_keys=True, ensure_ascii=False)
+    return f"{_JSON_ONLY} It must conform to this JSON Schema:\n{rendered}"

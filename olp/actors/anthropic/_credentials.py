@@ -1,0 +1,64 @@
+"""Where claude's credentials live, what its environment needs, and the pre-spawn check.
+
+Discovery order (as claude itself and the OLP seed): a token/key variable in the CLI's
+environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, ``CLAUDE_CODE_OAUTH_TOKEN``),
+then the credentials file (``$CLAUDE_CONFIG_DIR/.credentials.json`` when that variable is
+set, else ``~/.claude/.credentials.json``), then on macOS the keychain — which cannot be
+checked cheaply, so on darwin the check passes and a missing login surfaces as claude's own
+"Not logged in" error (classified ``AUTH_MISSING``).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from olp.actors._codes import AUTH_MISSING
+from olp.ir import Error
+
+CREDENTIALS_IN_HOME: Final = ".claude/.credentials.json"
+TOKEN_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+ALWAYS_ENV: Final = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
+PASSED_THROUGH: Final = ("CLAUDE_CODE_OAUTH_TOKEN",)
+MISSING_MESSAGE: Final = (
+    "no Claude credentials: run `claude` and log in, or set ANTHROPIC_API_KEY / "
+    "CLAUDE_CODE_OAUTH_TOKEN in the provider's env"
+)
+
+
+def spawn_env(proxy_env: Mapping[str, str]) -> dict[str, str]:
+    """The always-on variables plus ``CLAUDE_CODE_OAUTH_TOKEN`` from the proxy's environment
+    when it is set and non-empty; nothing else of the proxy's environment."""
+    env = dict(ALWAYS_ENV)
+    env.update({k: proxy_env[k] for k in PASSED_THROUGH if proxy_env.get(k)})
+    return env
+
+
+def credentials_file(env: Mapping[str, str], real_home: Path) -> Path:
+    """Where claude keeps its login: under ``CLAUDE_CONFIG_DIR`` (``~`` expanded) when that is
+    set and non-empty in ``env``, else ``<real_home>/.claude/.credentials.json``."""
+    config_dir = env.get("CLAUDE_CONFIG_DIR")
+    if config_dir:
+        return Path(config_dir).expanduser() / ".credentials.json"
+    return real_home / CREDENTIALS_IN_HOME
+
+
+def home_links(env: Mapping[str, str], real_home: Path) -> dict[str, Path]:
+    """``{".claude/.credentials.json": <real file>}`` when the file exists, else ``{}``."""
+    path = credentials_file(env, real_home)
+    return {CREDENTIALS_IN_HOME: path} if path.is_file() else {}
+
+
+def preflight(env: Mapping[str, str], home: Path, *, platform: str | None = None,
+              ) -> Error | None:
+    """``None`` when a credential is found (or on darwin, see the module docstring), else an
+    ``AUTH_MISSING`` error. Empty variables do not count. ``platform`` defaults to
+    ``sys.platform``."""
+    if any(env.get(k) for k in TOKEN_VARS):
+        return None
+    on_darwin = (platform or sys.platform) == "darwin"
+    if credentials_file(env, home).is_file() or on_darwin:
+        return None
+    return Error(code=AUTH_MISSING, category="auth", message=MISSING_MESSAGE)

@@ -1,0 +1,314 @@
+"""claude ``--output-format stream-json --verbose --include-partial-messages`` → IR events.
+
+Line handling (schema in ``cli-reference/claude/README.md``):
+
+* ``system/init``, ``system/status``, ``rate_limit_event``, ``user`` and unknown types →
+  nothing. Lines that are not JSON objects, or whose fields have unexpected types → nothing.
+* ``system/api_retry`` → :class:`Retrying`.
+* ``stream_event``: ``message_start`` → :class:`Start` (when the model changes);
+  ``text_delta`` → :class:`TextDelta`; a ``message_stop`` with ``abandoned_blocks`` (claude
+  gave up on a stalled stream and re-asks without retracting what it printed) → a terminal
+  ``STREAM_ABANDONED`` error if text was already emitted, else nothing.
+* ``assistant``: an API-error message is remembered for classification; otherwise its text
+  is emitted as one delta unless deltas were already seen for that message id (the
+  non-streaming re-ask, or output without partial messages). A model not announced yet is
+  announced first with :class:`Start`.
+* ``result``: success → :class:`Usage` now (preceded by the ``result`` text when no text was
+  emitted at all, as with ``--output-format json``), :class:`Stop` at
+  :meth:`AnthropicParser.finish`; error → the classified terminal :class:`Error` at once.
+* :meth:`AnthropicParser.finish`: exit 0 after a successful result → :class:`Stop`; exit 0
+  without one → ``PROTOCOL_ERROR``; a non-zero exit without a result → the remembered API
+  error if an error ``assistant`` line came, else ``CLI_FAILED`` naming the exit code or
+  signal and a sanitised stderr excerpt (≤ 200 chars, secrets masked); a non-zero exit after
+  a successful result → ``CLI_FAILED`` too.
+
+After a terminal event :meth:`AnthropicParser.feed` returns nothing and
+:meth:`AnthropicParser.finish` returns that same event.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Final, TypeVar
+
+import msgspec
+
+from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
+from olp.ir import Error, Event, FinishReason, Retrying, Start, Stop, TextDelta, Usage
+
+from ._classify import STREAM_ABANDONED, Failure, classify, retry_category
+
+STDERR_LIMIT: Final = 200
+
+
+class _Envelope(msgspec.Struct):
+    type: str = ""
+    subtype: str | None = None
+
+
+class _ApiRetry(msgspec.Struct):
+    attempt: int = 0
+    max_retries: int | None = None
+    retry_delay_ms: float | None = None
+    error_status: int | None = None
+    error: str | None = None
+
+
+class _SseMessage(msgspec.Struct):
+    id: str | None = None
+    model: str | None = None
+
+
+class _SseDelta(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+
+
+class _SseEvent(msgspec.Struct):
+    type: str = ""
+    message: _SseMessage | None = None
+    delta: _SseDelta | None = None
+
+
+class _StreamEvent(msgspec.Struct):
+    event: _SseEvent | None = None
+    api_message_id: str | None = None
+    abandoned_blocks: Any = None
+
+
+class _Block(msgspec.Struct):
+    type: str = ""
+    text: str | None = None
+
+
+class _AssistantMessage(msgspec.Struct):
+    id: str | None = None
+    model: str | None = None
+    content: list[_Block] | str = []
+
+
+class _Assistant(msgspec.Struct):
+    message: _AssistantMessage | None = None
+    error: str | None = None
+    is_api_error_message: bool = False
+    api_error_status: int | None = None
+    api_error_type: str | None = None
+    api_error: str | None = None
+
+
+class _ResultUsage(msgspec.Struct):
+    input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+class _Result(msgspec.Struct):
+    subtype: str | None = None
+    is_error: bool = False
+    result: str | None = None
+    stop_reason: str | None = None
+    api_error_status: int | None = None
+    api_error_type: str | None = None
+    api_error: str | None = None
+    usage: _ResultUsage | None = None
+
+
+_ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
+_API_RETRY: Final = msgspec.json.Decoder(_ApiRetry)
+_STREAM_EVENT: Final = msgspec.json.Decoder(_StreamEvent)
+_ASSISTANT: Final = msgspec.json.Decoder(_Assistant)
+_RESULT: Final = msgspec.json.Decoder(_Result)
+
+_FINISH: Final[dict[str, FinishReason]] = {
+    "end_turn": "stop", "stop_sequence": "stop", "pause_turn": "stop",
+    "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter",
+}
+_SYNTHETIC_MODEL: Final = "<synthetic>"
+
+
+class AnthropicParser:
+    """Per-job state for one claude run. ``now`` is the clock for usage-window resets."""
+
+    def __init__(self, *, now: Callable[[], float] = time.time) -> None:
+        self._now = now
+        self._terminal: Error | Stop | None = None
+        self._finish_reason: FinishReason | None = None  # set by a successful result
+        self._api_error: _Assistant | None = None
+        self._model: str | None = None
+        self._current_id: str | None = None
+        self._delta_ids: set[str] = set()
+        self._deltas_since_assistant = False
+        self._emitted_text = False
+
+    def feed(self, line: bytes) -> Sequence[Event]:
+        """IR events for one stdout line; never raises (odd lines give nothing)."""
+        if self._terminal is not None:
+            return ()
+        try:
+            envelope = _ENVELOPE.decode(line)
+            if envelope.type == "stream_event":
+                return self._stream_event(_STREAM_EVENT.decode(line))
+            if envelope.type == "assistant":
+                return self._assistant(_ASSISTANT.decode(line))
+            if envelope.type == "result":
+                return self._result(_RESULT.decode(line))
+            if envelope.type == "system" and envelope.subtype == "api_retry":
+                return (self._retry(_API_RETRY.decode(line)),)
+        except msgspec.DecodeError:  # includes ValidationError: not an object, wrong types
+            return ()
+        return ()
+
+    def finish(self, returncode: int, stderr_tail: bytes) -> Event:
+        """The terminal event after exit (see the module docstring); idempotent."""
+        if self._terminal is None:
+            self._terminal = self._exit_event(returncode, stderr_tail)
+        return self._terminal
+
+    def _exit_event(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
+        if self._finish_reason is not None and returncode == 0:
+            return Stop(finish_reason=self._finish_reason)
+        if self._finish_reason is None and self._api_error is not None and returncode != 0:
+            return self._classify(None)  # killed between the error message and its result
+        if returncode == 0:
+            return Error(code=PROTOCOL_ERROR, category="unknown",
+                         message="claude exited with code 0 without a result line")
+        after = " after a complete answer" if self._finish_reason is not None else ""
+        message = f"claude {_describe_exit(returncode)}{after}"
+        excerpt = _stderr_excerpt(stderr_tail)
+        if excerpt:
+            message = f"{message}; stderr: {excerpt}"
+        return Error(code=CLI_FAILED, category="unknown", message=message)
+
+    def _retry(self, line: _ApiRetry) -> Retrying:
+        delay = None if line.retry_delay_ms is None else line.retry_delay_ms / 1000
+        return Retrying(attempt=line.attempt, max_retries=line.max_retries, delay_s=delay,
+                        status=line.error_status,
+                        category=retry_category(line.error, line.error_status))
+
+    def _stream_event(self, line: _StreamEvent) -> Sequence[Event]:
+        event = line.event
+        if event is None:
+            return ()
+        if event.type == "message_start" and event.message is not None:
+            self._current_id = line.api_message_id or event.message.id
+            return self._start(event.message.model)
+        if (event.type == "content_block_delta" and event.delta is not None
+                and event.delta.type == "text_delta" and event.delta.text):
+            message_id = line.api_message_id or self._current_id
+            if message_id is not None:
+                self._delta_ids.add(message_id)
+            self._deltas_since_assistant = True
+            self._emitted_text = True
+            return (TextDelta(text=event.delta.text),)
+        if event.type == "message_stop" and line.abandoned_blocks is not None:
+            if self._emitted_text:
+                self._terminal = Error(
+                    code=STREAM_ABANDONED, category="unavailable",
+                    message="claude abandoned a stalled stream after text was sent and would "
+                            "answer again from the start")
+                return (self._terminal,)
+        return ()
+
+    def _assistant(self, line: _Assistant) -> Sequence[Event]:
+        message = line.message
+        if line.is_api_error_message or (message is not None
+                                         and message.model == _SYNTHETIC_MODEL):
+            self._api_error = line
+            return ()
+        streamed = self._deltas_since_assistant
+        self._deltas_since_assistant = False
+        if message is None:
+            return ()
+        if message.id is not None:
+            streamed = message.id in self._delta_ids
+        text = _text_of(message)
+        if streamed or not text:
+            return ()
+        self._emitted_text = True
+        return (*self._start(message.model), TextDelta(text=text))
+
+    def _result(self, line: _Result) -> Sequence[Event]:
+        if line.is_error or (line.subtype or "").startswith("error"):
+            self._terminal = self._classify(line)
+            return (self._terminal,)
+        self._finish_reason = _FINISH.get(line.stop_reason or "", "stop")
+        events: list[Event] = []
+        if not self._emitted_text and line.result:
+            self._emitted_text = True
+            events.append(TextDelta(text=line.result))
+        if line.usage is not None:
+            u = line.usage
+            prompt = ((u.input_tokens or 0) + (u.cache_creation_input_tokens or 0)
+                      + (u.cache_read_input_tokens or 0))
+            events.append(Usage(prompt_tokens=prompt, completion_tokens=u.output_tokens or 0))
+        return events
+
+    def _classify(self, result: _Result | None) -> Error:
+        a = self._api_error
+        a_text = _text_of(a.message) if a is not None and a.message is not None else ""
+        text = (result.result if result is not None else None) or a_text
+        if not text and result is not None and result.subtype:
+            text = f"claude reported {result.subtype}"
+        r = result if result is not None else _Result()
+        b = a if a is not None else _Assistant()
+        failure = Failure(
+            text=text,
+            status=_first(r.api_error_status, b.api_error_status),
+            error_type=_first(r.api_error_type, b.api_error_type),
+            api_error=_first(r.api_error, b.api_error),
+            assistant_error=b.error,
+        )
+        return classify(failure, now=self._now())
+
+    def _start(self, model: str | None) -> Sequence[Event]:
+        if not model or model == _SYNTHETIC_MODEL or model == self._model:
+            return ()
+        self._model = model
+        return (Start(model=model),)
+
+
+def _text_of(message: _AssistantMessage) -> str:
+    if isinstance(message.content, str):
+        return message.content
+    return "".join(b.text for b in message.content if b.type == "text" and b.text)
+
+
+_T = TypeVar("_T")
+
+
+def _first(*values: _T | None) -> _T | None:
+    return next((v for v in values if v is not None), None)
+
+
+def _describe_exit(returncode: int) -> str:
+    """``exited with code 1``, ``was killed by signal 9 (SIGKILL)``, ``exited with code 143
+    (signal 15, SIGTERM)``; a code 129..192 is read as 128 + a signal number."""
+    if returncode < 0:
+        return f"was killed by signal {-returncode}{_signal_name(-returncode, ' ({})')}"
+    if 128 < returncode <= 128 + 64:
+        number = returncode - 128
+        return f"exited with code {returncode} (signal {number}{_signal_name(number, ', {}')})"
+    return f"exited with code {returncode}"
+
+
+def _signal_name(number: int, template: str) -> str:
+    try:
+        return template.format(signal.Signals(number).name)
+    except ValueError:
+        return ""
+
+
+_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]+")
+_SECRET: Final = re.compile(r"(sk-[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+|(Bearer\s+)\S+")
+
+
+def _stderr_excerpt(stderr_tail: bytes) -> str:
+    """The end of stderr on one line, secrets masked, at most :data:`STDERR_LIMIT` chars."""
+    text = _CONTROL.sub(" ", stderr_tail.decode("utf-8", "replace"))
+    text = " ".join(text.split())
+    text = _SECRET.sub(lambda m: f"{m[1] or m[2]}…", text)
+    return text if len(text) <= STDERR_LIMIT else "…" + text[-(STDERR_LIMIT - 1):]

@@ -1,0 +1,7 @@
+"""The HTTP front end: Quart-Trio on Hypercorn's trio worker, OpenAI-compatible."""
+
+from ._app import KeyAuthenticator as KeyAuthenticator
+from ._app import Principal as Principal
+from ._app import Services as Services
+from ._app import create_app as create_app
+from ._errors import ApiError as ApiError

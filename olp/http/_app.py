@@ -1,0 +1,232 @@
+"""The Quart-Trio application: OpenAI-compatible routes in front of the engine."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import trio
+from quart import Response, g, request
+from quart_trio import QuartTrio
+from werkzeug.exceptions import HTTPException
+
+from olp import __version__
+from olp.actors import ProviderActor
+from olp.engine import Answer, ChainFailed, Engine, UnknownModel
+from olp.ir import ChatRequest, Error
+from olp.ir.openai import (
+    ChunkEncoder,
+    CompletionBuilder,
+    InvalidRequest,
+    completion_id,
+    decode_chat_request,
+)
+
+from ._errors import ApiError, upstream_error
+from ._sse import SseBody
+
+log = logging.getLogger("olp.http")
+
+JSON = "application/json"
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class Principal(Protocol):
+    """Who is calling: a key's display name and tier (``owner`` or ``guest``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tier(self) -> str: ...
+
+
+class KeyAuthenticator(Protocol):
+    async def authenticate(self, token: str) -> Principal | None:
+        """The key's principal, or ``None`` for an unknown or revoked key."""
+        ...
+
+
+@dataclass(slots=True)
+class Services:
+    """What the app needs from the rest of OLP (built by :mod:`olp.server`, or by tests)."""
+
+    engine: Engine
+    keys: KeyAuthenticator
+    models: Callable[[], list[dict[str, Any]]]
+    actors: Mapping[str, ProviderActor] = field(default_factory=dict)
+    provider_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    max_body_bytes: int = 5 * 1024 * 1024
+    started_at: float = field(default_factory=time.time)
+
+
+def create_app(services: Services) -> QuartTrio:
+    """Build the app. Every route needs an OLP key (``Authorization: Bearer`` or
+    ``x-api-key``); views raise :class:`ApiError` for OpenAI-shaped failures."""
+    app = QuartTrio("olp")
+    app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
+    app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+
+    @app.errorhandler(ApiError)
+    async def _api_error(exc: ApiError) -> Response:
+        return Response(exc.body(), status=exc.status, content_type=JSON,
+                        headers=dict(exc.headers))
+
+    @app.errorhandler(HTTPException)
+    async def _http_error(exc: HTTPException) -> Response:
+        status = exc.code or 500
+        code = {404: "not_found", 405: "method_not_allowed",
+                413: "request_too_large"}.get(status)
+        message = exc.description or exc.name
+        if status == 413:
+            message = f"Request body is larger than {services.max_body_bytes} bytes."
+        return await _api_error(ApiError(status, message, "invalid_request_error", code))
+
+    @app.before_request
+    async def _authenticate() -> None:
+        g.t0 = trio.current_time()
+        token = _token_from_headers()
+        principal = await services.keys.authenticate(token) if token else None
+        if principal is None:
+            raise ApiError(401, "Invalid or missing OLP API key: send `Authorization: Bearer "
+                                "<key>` or `x-api-key: <key>`.", "invalid_request_error",
+                           "invalid_api_key")
+        g.principal = principal
+
+    @app.get("/health")
+    async def health() -> Response:
+        body: dict[str, Any] = {"status": "ok", "version": __version__}
+        if g.principal.tier == "owner":
+            body["uptime_s"] = round(time.time() - services.started_at, 1)
+            body["providers"] = {
+                name: {**services.provider_info.get(name, {}),
+                       "in_flight": actor.statistics().in_flight,
+                       "max_concurrent": actor.statistics().max_concurrent,
+                       "jobs_started": actor.statistics().jobs_started,
+                       "jobs_refused": actor.statistics().jobs_refused}
+                for name, actor in services.actors.items()}
+        return _json(body)
+
+    @app.get("/v1/models")
+    async def models() -> Response:
+        return _json({"object": "list", "data": services.models()})
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions() -> Response:
+        mimetype = request.mimetype
+        if mimetype != JSON:
+            raise ApiError(415, f"Content-Type must be {JSON}, not {mimetype or 'missing'}.",
+                           "invalid_request_error", "unsupported_media_type")
+        if (request.content_length or 0) > services.max_body_bytes:
+            raise ApiError(413, f"Request body is larger than {services.max_body_bytes} bytes.",
+                           "invalid_request_error", "request_too_large")
+        body = await request.get_data(cache=False)
+        assert isinstance(body, bytes)
+        try:
+            chat = decode_chat_request(body)
+        except InvalidRequest as exc:
+            raise ApiError(400, exc.message, "invalid_request_error", exc.code,
+                           exc.param) from None
+        try:
+            answer = await services.engine.open(chat)
+        except UnknownModel as exc:
+            raise ApiError(404, str(exc), "invalid_request_error", "model_not_found",
+                           "model") from None
+        except ChainFailed as exc:
+            raise _exhausted(chat, exc) from None
+        if chat.stream:
+            return _stream(chat, answer)
+        return await _complete(chat, answer)
+
+    return app
+
+
+def _token_from_headers() -> str | None:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    key = request.headers.get("x-api-key", "").strip()
+    return key or None
+
+
+def _json(body: Any, status: int = 200) -> Response:
+    return Response(json.dumps(body), status=status, content_type=JSON)
+
+
+def _served_headers(chat: ChatRequest, answer: Answer) -> dict[str, str]:
+    return {
+        "X-OLP-Requested-Model": chat.model,
+        "X-OLP-Provider-Used": answer.hop.provider,
+        "X-OLP-Model-Used": answer.hop.model,
+        "X-OLP-Served-By": answer.hop.name,
+        "X-OLP-Fallback-Hops": str(answer.index),
+        "X-OLP-Cache": "bypass",
+        "X-OLP-Credential": "subscription",
+        "X-OLP-Latency-Ms": str(round((trio.current_time() - g.t0) * 1000)),
+    }
+
+
+def _exhausted(chat: ChatRequest, exc: ChainFailed) -> ApiError:
+    first = exc.first
+    error = upstream_error(first.error, provider=first.hop.provider, model=first.hop.model)
+    error.headers = {**error.headers,
+                     "X-OLP-Requested-Model": chat.model,
+                     "X-OLP-Provider-Used": first.hop.provider,
+                     "X-OLP-Model-Used": first.hop.model,
+                     "X-OLP-Fallback-Hops": str(len(exc.failures) - 1),
+                     "X-OLP-Cache": "bypass",
+                     "X-OLP-Fallback-Exhausted": ",".join(f.hop.provider for f in exc.failures),
+                     "X-OLP-Latency-Ms": str(round((trio.current_time() - g.t0) * 1000))}
+    _log_request(chat, first.hop.provider, first.hop.model, error.status, first.error.code)
+    return error
+
+
+def _stream(chat: ChatRequest, answer: Answer) -> Response:
+    encoder = ChunkEncoder(id=completion_id(), created=int(time.time()), model=answer.model,
+                           include_usage=chat.include_usage)
+    t0, key = g.t0, g.principal.name  # the request context is gone while the body streams
+
+    def on_end(outcome: str) -> None:
+        _log_request(chat, answer.hop.provider, answer.model, 200, outcome, key=key,
+                     seconds=trio.current_time() - t0)
+
+    headers = {**SSE_HEADERS, **_served_headers(chat, answer)}
+    response = Response(SseBody(answer, encoder, on_end), status=200, headers=headers,
+                        content_type="text/event-stream")
+    response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
+    return response
+
+
+async def _complete(chat: ChatRequest, answer: Answer) -> Response:
+    builder = CompletionBuilder(id=completion_id(), created=int(time.time()), model=answer.model)
+    terminal: Error | None = None
+    try:
+        async for event in answer:
+            builder.add(event)
+            if isinstance(event, Error):
+                terminal = event
+    finally:
+        answer.close()
+    if terminal is not None:
+        error = upstream_error(terminal, provider=answer.hop.provider, model=answer.hop.model)
+        error.headers = {**error.headers, **_served_headers(chat, answer)}
+        _log_request(chat, answer.hop.provider, answer.model, error.status, terminal.code)
+        raise error
+    _log_request(chat, answer.hop.provider, answer.model, 200, "ok")
+    return Response(builder.body(), status=200, content_type=JSON,
+                    headers=_served_headers(chat, answer))
+
+
+def _log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,
+                 *, key: str | None = None, seconds: float | None = None) -> None:
+    """One line per chat request: who, which hop, how it ended. Never the prompt."""
+    elapsed = seconds if seconds is not None else trio.current_time() - g.t0
+    log.info("chat completion", extra={
+        "event": "chat", "key": key or g.principal.name, "requested_model": chat.model,
+        "provider": provider, "model": model, "stream": chat.stream, "status": status,
+        "outcome": outcome, "ms": round(elapsed * 1000)})

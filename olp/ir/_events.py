@@ -1,0 +1,104 @@
+"""The stream half of the IR: a closed tagged union of events a provider emits for one job.
+
+A job's event stream is zero or more non-terminal events followed by exactly one terminal
+event, :class:`Stop` or :class:`Error`. Only :class:`TextDelta` and :class:`ToolCallDelta`
+are *content*: the first of them is what commits a response to the client.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import msgspec
+
+Category = Literal[
+    "usage_window",  # a subscription window that resets
+    "billing",  # no credit / quota exhausted with no reset
+    "rate_limited",  # a short 429
+    "unavailable",  # 5xx, overloaded, connection failure, timeouts, spawn failure, saturation
+    "context_length",
+    "auth",  # a configuration problem to surface
+    "client_error",  # 400/403/404/422, content policy: never falls back
+    "unknown",
+]
+CATEGORIES: Final[tuple[Category, ...]] = (
+    "usage_window", "billing", "rate_limited", "unavailable", "context_length", "auth",
+    "client_error", "unknown",
+)
+
+FinishReason = Literal["stop", "length", "tool_calls", "content_filter"]
+
+
+class _Event(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True,
+             tag_field="type"):
+    """Base for stream events; the tag is explicit so renaming a class never changes the wire."""
+
+
+class Start(_Event, frozen=True, tag="start"):
+    """The upstream said which model is answering (a dated snapshot name, say). Not content."""
+
+    model: str
+
+
+class TextDelta(_Event, frozen=True, tag="text_delta"):
+    text: str
+
+
+class ToolCallDelta(_Event, frozen=True, tag="tool_call_delta"):
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class Usage(_Event, frozen=True, tag="usage"):
+    prompt_tokens: int
+    completion_tokens: int
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+class Retrying(_Event, frozen=True, tag="retrying"):
+    """The CLI reported that it is retrying the upstream on its own. Not content."""
+
+    attempt: int
+    category: Category
+    max_retries: int | None = None
+    delay_s: float | None = None
+    status: int | None = None
+
+
+class Stop(_Event, frozen=True, tag="stop"):
+    """Terminal: the answer is complete."""
+
+    finish_reason: FinishReason = "stop"
+
+
+class Error(_Event, frozen=True, tag="error"):
+    """Terminal: the job failed. ``code`` is machine-readable, ``category`` drives fallback."""
+
+    code: str
+    category: Category
+    message: str
+    status: int | None = None
+    retry_after_s: float | None = None
+
+
+Event = Start | TextDelta | ToolCallDelta | Usage | Retrying | Stop | Error
+Terminal = Stop | Error
+Content = TextDelta | ToolCallDelta
+
+
+def is_content(event: Event) -> bool:
+    """True for the events that commit a response: text and tool-call deltas."""
+    return isinstance(event, (TextDelta, ToolCallDelta))
+
+
+def is_terminal(event: Event) -> bool:
+    return isinstance(event, (Stop, Error))
+
+
+EVENT_ENCODER: Final = msgspec.json.Encoder()
+EVENT_DECODER: Final = msgspec.json.Decoder(Event)

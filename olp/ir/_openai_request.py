@@ -1,0 +1,289 @@
+"""Decoding an OpenAI ``POST /v1/chat/completions`` body into a :class:`ChatRequest`.
+
+The wire schema is lenient on unknown fields and strict on types (STYLE I2): msgspec checks
+the types and reports a path, semantic checks follow. Every failure is :class:`InvalidRequest`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, get_args
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
+
+
+class InvalidRequest(Exception):
+    """A request body OpenAI would answer with 400 ``invalid_request_error``.
+
+    ``param`` names the offending field OpenAI-style (``messages[1].content``), or is ``None``;
+    ``code`` is OpenAI's machine-readable ``code`` (``"invalid_type"``, ...) or ``None``.
+    """
+
+    type: Final = "invalid_request_error"
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code
+
+
+# --- the wire schema (no forbid_unknown_fields: clients add fields over time) ---
+
+
+class _ImageURL(msgspec.Struct, kw_only=True):
+    url: str
+    detail: str | None = None
+
+
+class _Part(msgspec.Struct, kw_only=True):
+    type: str
+    text: str | None = None
+    image_url: str | _ImageURL | None = None
+
+
+class _FunctionCall(msgspec.Struct, kw_only=True):
+    name: str
+    arguments: str
+
+
+class _ToolCall(msgspec.Struct, kw_only=True):
+    id: str
+    type: str = "function"
+    function: _FunctionCall
+
+
+class _Message(msgspec.Struct, kw_only=True):
+    role: str
+    content: str | list[_Part] | None | UnsetType = UNSET
+    name: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+    tool_call_id: str | None = None
+
+
+class _StreamOptions(msgspec.Struct, kw_only=True):
+    include_usage: bool | None = None
+
+
+class _FunctionDef(msgspec.Struct, kw_only=True):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class _Tool(msgspec.Struct, kw_only=True):
+    type: str = "function"
+    function: _FunctionDef
+
+
+class _Request(msgspec.Struct, kw_only=True):
+    model: str
+    messages: list[_Message]
+    stream: bool | None = None
+    stream_options: _StreamOptions | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    n: int | None = None
+    tools: list[_Tool] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    user: str | None = None
+
+
+_DECODER: Final = msgspec.json.Decoder(_Request)
+_ROLES: Final[dict[str, Role]] = {r: r for r in get_args(Role)}
+_TOOL_CHOICES: Final = ("none", "auto", "required")
+_RESPONSE_FORMATS: Final = ("text", "json_object", "json_schema")
+_MISSING: Final = "Object missing required field `"
+_INT32_MAX: Final = 2**31 - 1
+
+
+def decode_chat_request(body: bytes) -> ChatRequest:
+    """Decode and validate a chat completion request body; raise :class:`InvalidRequest`."""
+    try:
+        wire = _DECODER.decode(body)
+    except msgspec.ValidationError as e:
+        raise _from_validation_error(str(e)) from None
+    except msgspec.DecodeError as e:
+        raise InvalidRequest(f"Invalid JSON body: {e}.") from None
+    except RecursionError:
+        raise InvalidRequest("Invalid JSON body: nested too deeply.") from None
+    return _convert(wire)
+
+
+def _from_validation_error(text: str) -> InvalidRequest:
+    """Turn msgspec's ``Expected `int`, got `str` - at `$.a[1].b``` into an OpenAI-style error."""
+    detail, sep, path = text.partition(" - at `")
+    param = (path.rstrip("`").removeprefix("$").removeprefix(".") or None) if sep else None
+    if detail.startswith(_MISSING):
+        field = detail.removeprefix(_MISSING).rstrip("`")
+        param = f"{param}.{field}" if param else field
+        return InvalidRequest(f"Missing required parameter: '{param}'.", param,
+                              "missing_required_parameter")
+    detail = detail[:1].lower() + detail[1:]
+    if param is None:
+        return InvalidRequest(f"Invalid request body: {detail}.", None, "invalid_type")
+    if detail.startswith("expected"):
+        return InvalidRequest(f"Invalid type for '{param}': {detail}.", param, "invalid_type")
+    return InvalidRequest(f"Invalid value for '{param}': {detail}.", param, "invalid_value")
+
+
+def _invalid(param: str, why: str) -> InvalidRequest:
+    return InvalidRequest(f"Invalid value for '{param}': {why}", param, "invalid_value")
+
+
+def _check_range(param: str, value: float | None, lo: float, hi: float) -> None:
+    if value is not None and not lo <= value <= hi:
+        raise _invalid(param, f"expected a number between {lo:g} and {hi:g}, got {value!r}.")
+
+
+def _check_int(param: str, value: int | None, lo: int, hi: int) -> None:
+    if value is not None and not lo <= value <= hi:
+        shown = value if abs(value) < 10**30 else "a huge number"
+        raise _invalid(param, f"expected an integer between {lo} and {hi}, got {shown}.")
+
+
+def _convert(w: _Request) -> ChatRequest:
+    if not w.model:
+        raise _invalid("model", "must be a non-empty string.")
+    if not w.messages:
+        raise InvalidRequest("Invalid 'messages': expected a non-empty array.", "messages",
+                             "empty_array")
+    if w.n is not None and w.n != 1:
+        raise InvalidRequest("Invalid value for 'n': only n=1 is supported.", "n",
+                             "unsupported_value")
+    _check_range("temperature", w.temperature, 0, 2)
+    _check_range("top_p", w.top_p, 0, 1)
+    _check_range("presence_penalty", w.presence_penalty, -2, 2)
+    _check_range("frequency_penalty", w.frequency_penalty, -2, 2)
+    _check_int("max_tokens", w.max_tokens, 1, _INT32_MAX)
+    _check_int("max_completion_tokens", w.max_completion_tokens, 1, _INT32_MAX)
+    _check_int("seed", w.seed, -(2**63), 2**63 - 1)
+    return ChatRequest(
+        model=w.model,
+        messages=tuple(_message(f"messages[{i}]", m) for i, m in enumerate(w.messages)),
+        stream=bool(w.stream),
+        include_usage=bool(w.stream_options and w.stream_options.include_usage),
+        temperature=w.temperature,
+        top_p=w.top_p,
+        max_tokens=w.max_completion_tokens if w.max_completion_tokens is not None
+        else w.max_tokens,
+        stop=_stop(w.stop),
+        seed=w.seed,
+        presence_penalty=w.presence_penalty,
+        frequency_penalty=w.frequency_penalty,
+        tools=tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ())),
+        tool_choice=_tool_choice(w.tool_choice),
+        response_format=_response_format(w.response_format),
+        user=w.user,
+    )
+
+
+def _message(at: str, m: _Message) -> Message:
+    role = _ROLES.get(m.role)
+    if role is None:
+        raise _invalid(f"{at}.role", f"expected one of {', '.join(_ROLES)}, got {m.role!r}.")
+    tool_calls = tuple(_tool_call(f"{at}.tool_calls[{i}]", c)
+                       for i, c in enumerate(m.tool_calls or ()))
+    if tool_calls and role != "assistant":
+        raise _invalid(f"{at}.tool_calls", "only assistant messages may have tool_calls.")
+    content = _content(at, role, m.content)
+    if not content and not (role == "assistant" and tool_calls):
+        raise InvalidRequest(f"Missing required parameter: '{at}.content'.", f"{at}.content",
+                             "missing_required_parameter")
+    if role == "tool" and m.tool_call_id is None:
+        raise InvalidRequest(f"Missing required parameter: '{at}.tool_call_id'.",
+                             f"{at}.tool_call_id", "missing_required_parameter")
+    return Message(role=role, content=content, name=m.name, tool_calls=tool_calls,
+                   tool_call_id=m.tool_call_id if role == "tool" else None)
+
+
+def _content(at: str, role: Role, content: str | list[_Part] | None | UnsetType) -> tuple[
+        Part, ...]:
+    if isinstance(content, str):
+        return (TextPart(text=content),)
+    return tuple(_part(f"{at}.content[{i}]", role, p) for i, p in enumerate(content or ()))
+
+
+def _part(at: str, role: Role, p: _Part) -> Part:
+    if p.type == "text":
+        if p.text is None:
+            raise InvalidRequest(f"Missing required parameter: '{at}.text'.", f"{at}.text",
+                                 "missing_required_parameter")
+        return TextPart(text=p.text)
+    if p.type == "image_url":
+        if role != "user":
+            raise _invalid(f"{at}.type", "image parts are only allowed in user messages.")
+        image = p.image_url
+        if image is None:
+            raise InvalidRequest(f"Missing required parameter: '{at}.image_url'.",
+                                 f"{at}.image_url", "missing_required_parameter")
+        if isinstance(image, str):
+            return ImagePart(url=image)
+        return ImagePart(url=image.url, detail=image.detail)
+    raise _invalid(f"{at}.type", f"unsupported content part type {p.type!r} "
+                   "(supported: text, image_url).")
+
+
+def _tool_call(at: str, c: _ToolCall) -> ToolCall:
+    if c.type != "function":
+        raise _invalid(f"{at}.type", f"expected 'function', got {c.type!r}.")
+    return ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
+
+
+def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        return (stop,)
+    if len(stop) > 4:
+        raise _invalid("stop", f"expected at most 4 stop sequences, got {len(stop)}.")
+    return tuple(stop)
+
+
+def _tool(at: str, t: _Tool) -> ToolSpec:
+    if t.type != "function":
+        raise _invalid(f"{at}.type", f"expected 'function', got {t.type!r}.")
+    if not t.function.name:
+        raise _invalid(f"{at}.function.name", "must be a non-empty string.")
+    f = t.function
+    return ToolSpec(name=f.name, description=f.description, parameters=f.parameters)
+
+
+def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
+    if isinstance(choice, str):
+        if choice not in _TOOL_CHOICES:
+            raise _invalid("tool_choice", f"expected one of {', '.join(_TOOL_CHOICES)} "
+                           f"or an object, got {choice!r}.")
+    elif choice is not None:
+        kind = choice.get("type")
+        if not isinstance(kind, str):
+            raise InvalidRequest("Invalid type for 'tool_choice.type': expected a string.",
+                                 "tool_choice.type", "invalid_type")
+        function = choice.get("function")
+        if kind == "function" and not (isinstance(function, dict)
+                                       and isinstance(function.get("name"), str)
+                                       and function["name"]):
+            raise _invalid("tool_choice.function.name", "expected a non-empty string.")
+    return choice
+
+
+def _response_format(fmt: dict[str, Any] | None) -> dict[str, Any] | None:
+    if fmt is None:
+        return None
+    kind = fmt.get("type")
+    if kind not in _RESPONSE_FORMATS:
+        raise _invalid("response_format.type",
+                       f"expected one of {', '.join(_RESPONSE_FORMATS)}, got {kind!r}.")
+    if kind == "json_schema" and not isinstance(fmt.get("json_schema"), dict):
+        raise InvalidRequest("Missing required parameter: 'response_format.json_schema'.",
+                             "response_format.json_schema", "missing_required_parameter")
+    return fmt

@@ -1,0 +1,86 @@
+"""The request half of the IR: what a client asked for, independent of any wire format."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+
+
+class _IR(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base for internal IR values: we produce them, so an unknown field is a bug."""
+
+
+class TextPart(_IR, frozen=True, tag="text", tag_field="type"):
+    text: str
+
+
+class ImagePart(_IR, frozen=True, tag="image", tag_field="type"):
+    """An image by URL (``https:`` or ``data:`` URL), as OpenAI's ``image_url`` part."""
+
+    url: str
+    detail: str | None = None
+
+
+Part = TextPart | ImagePart
+
+
+class ToolCall(_IR, frozen=True):
+    """A tool call the assistant made earlier in the conversation."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+class Message(_IR, frozen=True):
+    role: Role
+    content: tuple[Part, ...] = ()
+    name: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+    def text(self) -> str:
+        """The concatenated text parts (images are not text)."""
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+class ToolSpec(_IR, frozen=True):
+    name: str
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+
+
+class ChatRequest(_IR, frozen=True):
+    """One chat completion request, normalised.
+
+    Sampling parameters are ``None`` when the client did not send them, so a hop can tell
+    "not asked for" from "asked for the default" (and name what it ignored).
+    """
+
+    model: str
+    messages: tuple[Message, ...]
+    stream: bool = False
+    include_usage: bool = False
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    tools: tuple[ToolSpec, ...] = ()
+    tool_choice: str | dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = None
+    user: str | None = None
+
+    def sampling_params_set(self) -> tuple[str, ...]:
+        """Names of the sampling parameters the client set (CLI hops ignore these, loudly)."""
+        names = ("temperature", "top_p", "max_tokens", "seed", "presence_penalty",
+                 "frequency_penalty")
+        found = [n for n in names if getattr(self, n) is not None]
+        if self.stop:
+            found.append("stop")
+        return tuple(found)

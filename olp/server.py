@@ -1,0 +1,164 @@
+"""``olp start``: the store, the provider actors, the engine and Hypercorn, under one nursery.
+
+Shutdown: the first SIGTERM/SIGINT stops accepting connections and lets in-flight streams
+finish for up to ``server.drain_grace_s``; then they are cancelled (their CLIs' process
+groups killed). A second signal cancels everything at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import hypercorn.config
+import hypercorn.trio
+import trio
+
+from olp import __version__, logs
+from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
+from olp.actors.anthropic import AnthropicAdapter
+from olp.config import Registry, Settings, load_registry, resolve_binary
+from olp.engine import Engine, Hop, Router
+from olp.http import Services, create_app
+from olp.store import AsyncKeyStore, Database, KeyStore
+
+log = logging.getLogger("olp.server")
+
+#: The CLI providers implemented so far, by built-in provider name.
+ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter}
+
+
+def run(settings: Settings) -> int:
+    """Run the proxy until stopped by a signal; the process exit status."""
+    logs.configure(settings.log_level)
+    trio.run(serve, settings)
+    return 0
+
+
+def build_actors(settings: Settings, environ: Mapping[str, str]
+                 ) -> tuple[dict[str, ProviderActor], dict[str, dict[str, Any]]]:
+    """An actor per enabled provider that can run here; the others are left out, loudly."""
+    actors: dict[str, ProviderActor] = {}
+    info: dict[str, dict[str, Any]] = {}
+    spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
+    for name in settings.enabled_providers():
+        provider = settings.provider(name)
+        adapter_cls = ADAPTERS.get(name)
+        if provider.kind != "cli" or adapter_cls is None:
+            log.warning("provider not available yet; skipped",
+                        extra={"provider": name, "kind": provider.kind})
+            continue
+        binary = resolve_binary(name, settings, environ)
+        if binary is None:
+            log.warning("provider binary not found; skipped (set providers.%s.binary or the "
+                        "OLP_*_BIN variable)", name, extra={"provider": name})
+            continue
+        t = provider.timeouts
+        runner = CliRunner(adapter_cls(), spawner, CliConfig(
+            binary=binary, env=provider.env, extra_args=provider.extra_args,
+            home_files=provider.home_files,
+            timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s),
+            real_home=Path(environ.get("HOME") or Path.home()), proxy_env=dict(environ)))
+        missing = runner.preflight()
+        if missing is not None:
+            log.warning("provider has no credentials; requests to it will fail with "
+                        "AUTH_MISSING", extra={"provider": name, "hint": missing.message})
+        actors[name] = ProviderActor(name, runner, max_concurrent=provider.max_concurrent)
+        info[name] = {"binary": binary, "credentials": missing is None}
+    return actors, info
+
+
+def build_router(settings: Settings, registry: Registry, providers: list[str]) -> Router:
+    def lookup(model: str) -> tuple[str, str] | None:
+        entry = registry.resolve(model)
+        return None if entry is None else (entry.provider, entry.model)
+
+    chains = {name: [Hop(e.provider, e.model, e.name or "") for e in entries]
+              for name, entries in settings.config.routing.chains.items()}
+    return Router(lookup, providers=providers, chains=chains)
+
+
+def model_listing(registry: Registry, router_chains: list[str],
+                  providers: list[str]) -> list[dict[str, Any]]:
+    rows = [{"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
+            for m in registry.models() if m.owned_by in providers]
+    rows += [{"id": name, "object": "model", "created": 0, "owned_by": "olp"}
+             for name in router_chains]
+    return rows
+
+
+async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
+                task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve until a signal (or cancellation). ``task_status.started`` gets the bound URLs."""
+    environ = os.environ if environ is None else environ
+    db = await trio.to_thread.run_sync(Database, settings.db_path)
+    try:
+        keys = AsyncKeyStore(KeyStore(db))
+        new_owner_token = await keys.ensure_owner(settings.owner_token)
+        if new_owner_token is not None:
+            # Shown once, on stdout (logs go to stderr); only its hash is stored.
+            print(f"OLP owner key (shown once, stored hashed): {new_owner_token}", flush=True)
+        registry = await trio.to_thread.run_sync(load_registry)
+        actors, info = build_actors(settings, environ)
+        providers = list(actors)
+        router = build_router(settings, registry, providers)
+        chains = list(settings.config.routing.chains)
+        services = Services(
+            engine=Engine(router, actors), keys=keys,
+            models=partial(model_listing, registry, chains, providers),
+            actors=actors, provider_info=info,
+            max_body_bytes=settings.config.server.max_body_bytes)
+        app = create_app(services)
+        await _serve_app(app, settings, actors, task_status)
+    finally:
+        db.close()
+
+
+async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, ProviderActor],
+                     task_status: trio.TaskStatus[list[str]]) -> None:
+    config = hypercorn.config.Config()
+    config.bind = [f"{settings.bind}:{settings.port}"]
+    config.graceful_timeout = settings.config.server.drain_grace_s  # default 3 s is too short
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    shutdown = trio.Event()
+    async with trio.open_nursery() as root:
+        root.start_soon(_watch_signals, shutdown, root.cancel_scope)
+        async with trio.open_nursery() as inner:
+            for actor in actors.values():
+                await inner.start(actor.run)
+
+            async def http(*, task_status: trio.TaskStatus[list[str]]) -> None:
+                await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,
+                                           task_status=task_status)
+                inner.cancel_scope.cancel(reason="HTTP server stopped")  # reaps the CLIs
+
+            urls = await inner.start(http)
+            log.info("listening", extra={"urls": urls, "version": __version__,
+                                         "providers": list(actors)})
+            task_status.started(urls)
+        root.cancel_scope.cancel(reason="stopped")
+    log.info("stopped")
+
+
+async def _watch_signals(shutdown: trio.Event, hard_stop: trio.CancelScope) -> None:
+    """First SIGTERM/SIGINT: drain. Second: stop now. Kept open for the whole run, so a
+    second signal never falls back to Python's default handling."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for signum in signals:
+            if shutdown.is_set():
+                log.warning("second signal: stopping now", extra={"signal": signum})
+                hard_stop.cancel(reason="second signal")
+            else:
+                log.info("draining in-flight requests", extra={"signal": signum})
+                shutdown.set()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("use `olp start`")

@@ -1,0 +1,144 @@
+"""The embedded SQLite database under ``OLP_HOME``: one connection, one lock, forward migrations.
+
+Every call blocks on disk I/O. Synchronous callers (the CLI) use :meth:`Database.read` and
+:meth:`Database.write`; Trio code uses :meth:`Database.read_async` / :meth:`Database.write_async`,
+which run the same function in a worker thread (``trio.to_thread.run_sync``) so the event loop
+never waits on the disk. A :class:`threading.Lock` serialises access to the one connection.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+import trio
+
+_T = TypeVar("_T")
+
+# Schema history: entry i upgrades user_version i to i + 1. Append only; never edit a shipped
+# entry (later issues add the cache, usage ledger, cooldowns and audit tables here).
+MIGRATIONS: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE api_keys (
+        id          INTEGER PRIMARY KEY,
+        name        TEXT NOT NULL,
+        tier        TEXT NOT NULL CHECK (tier IN ('owner', 'guest')),
+        hash        TEXT NOT NULL UNIQUE,   -- SHA-256 hex of the whole token; never the token
+        prefix      TEXT NOT NULL,          -- a few characters after 'olp_', for display
+        source      TEXT NOT NULL DEFAULT 'cli' CHECK (source IN ('cli', 'bootstrap', 'env')),
+        created_at  REAL NOT NULL,
+        revoked_at  REAL,
+        revoked_reason TEXT CHECK (revoked_reason IN ('revoked', 'replaced'))
+    );
+    CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL;
+    """,
+)
+
+
+class StoreError(Exception):
+    """The database cannot be used as it is (e.g. written by a newer OLP)."""
+
+
+class Database:
+    """One SQLite file (WAL, ``synchronous=NORMAL``) shared by every task and thread.
+
+    Opening creates the file (mode 0600) and applies pending migrations; that blocks, so do it
+    at start-up or via :meth:`open_async`.
+    """
+
+    def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if not self.path.exists():  # SQLite gives -wal/-shm the same mode as the main file
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        try:
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_ms)}")
+            self._conn.execute("PRAGMA journal_mode = WAL")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            self._conn.execute("PRAGMA foreign_keys = ON")
+            self._migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @classmethod
+    async def open_async(cls, path: Path | str) -> Database:
+        """Open in a worker thread."""
+        return await trio.to_thread.run_sync(cls, path)
+
+    def _migrate(self) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                (version,) = self._conn.execute("PRAGMA user_version").fetchone()
+                if version > len(MIGRATIONS):
+                    raise StoreError(f"{self.path}: schema version {version} is newer than this "
+                                     f"OLP knows ({len(MIGRATIONS)}); upgrade OLP")
+                for target, script in enumerate(MIGRATIONS[version:], start=version + 1):
+                    for statement in _statements(script):
+                        self._conn.execute(statement)
+                    self._conn.execute(f"PRAGMA user_version = {target}")
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+
+    @property
+    def schema_version(self) -> int:
+        return int(self.read(lambda c: c.execute("PRAGMA user_version").fetchone()[0]))
+
+    def read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``fn(connection)`` under the lock (blocks; autocommit, for single reads)."""
+        with self._lock:
+            return fn(self._conn)
+
+    def write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``fn(connection)`` in one ``BEGIN IMMEDIATE`` transaction (blocks); rolls back
+        if ``fn`` raises."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(self._conn)
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+            return result
+
+    async def read_async(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """:meth:`read` in a worker thread; waits for the thread even if cancelled."""
+        return await trio.to_thread.run_sync(self.read, fn)
+
+    async def write_async(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """:meth:`write` in a worker thread; waits for the thread even if cancelled."""
+        return await trio.to_thread.run_sync(self.write, fn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _statements(script: str) -> list[str]:
+    """Split a migration into statements (``executescript`` would commit our transaction)."""
+    out: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            out.append(pending.strip())
+            pending = ""
+    if pending.strip():
+        raise ValueError(f"incomplete SQL statement in migration: {pending.strip()[:60]!r}")
+    return out

@@ -1,0 +1,265 @@
+"""API keys: ``olp_`` tokens shown once, stored only as SHA-256 hashes.
+
+A token is 32 random bytes (``secrets``), so a fast unsalted hash is the right tool: there is
+nothing to brute-force, and lookups stay O(1) through the unique index on the hash. (A slow
+password hash would only add latency to every request.) The stored hash is still compared
+with :func:`hmac.compare_digest`.
+
+:class:`KeyStore` is the synchronous core (the CLI uses it; every method blocks on disk I/O).
+:class:`AsyncKeyStore` runs the same methods in a worker thread for Trio code; the HTTP layer
+depends only on the :class:`KeyService` protocol, so another backend can replace SQLite.
+"""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+import hmac
+import secrets
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Final, Literal, Protocol
+
+import trio
+
+from ._db import Database, StoreError
+
+Tier = Literal["owner", "guest"]
+TOKEN_PREFIX: Final = "olp_"
+MAX_NAME_CHARS: Final = 64
+_MAX_TOKEN_CHARS: Final = 1024  # longer input is not ours; don't even hash it
+_COLUMNS: Final = "id, name, tier, prefix, source, created_at, revoked_at"
+
+
+class KeyNameError(ValueError):
+    """The key name is invalid or already used by an active key."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRecord:
+    """A key without its secret (safe to list and log)."""
+
+    id: int
+    name: str
+    tier: Tier
+    prefix: str
+    source: str  # 'cli' | 'bootstrap' | 'env'
+    created_at: float
+    revoked_at: float | None
+
+    @property
+    def active(self) -> bool:
+        return self.revoked_at is None
+
+    @property
+    def display_prefix(self) -> str:
+        return f"{TOKEN_PREFIX}{self.prefix}..." if self.prefix else "(custom)"
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a request authenticated as."""
+
+    key_id: int
+    name: str
+    tier: Tier
+
+    @property
+    def is_owner(self) -> bool:
+        return self.tier == "owner"
+
+
+def generate_token() -> str:
+    """A new ``olp_`` token: 32 random bytes, URL-safe base64."""
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_token(token: str) -> str:
+    """SHA-256 hex of the whole token (see the module docstring for why a fast hash)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class KeyService(Protocol):
+    """What the HTTP layer needs from a key store (all calls may wait on I/O)."""
+
+    async def authenticate(self, token: str) -> Principal | None: ...
+
+    async def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]: ...
+
+    async def list(self) -> builtins.list[KeyRecord]: ...
+
+    async def revoke(self, id_or_name: int | str) -> bool: ...
+
+    async def ensure_owner(self, env_token: str | None) -> str | None: ...
+
+
+class KeyStore:
+    """Synchronous key store over a :class:`Database`; every method blocks on disk I/O."""
+
+    def __init__(self, db: Database, *, clock: Callable[[], float] = time.time) -> None:
+        self._db = db
+        self._clock = clock
+
+    def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]:
+        """Store a new key; returns its record and the plaintext token (shown once, never
+        stored). Raises :class:`KeyNameError` for a bad or taken name."""
+        name = _check_name(name)
+        if tier not in ("owner", "guest"):
+            raise ValueError(f"unknown tier {tier!r}")
+        token = generate_token()
+        key_id = self._db.write(lambda c: _insert(c, name, tier, token, "cli", self._clock()))
+        return self._get(key_id), token
+
+    def list(self) -> builtins.list[KeyRecord]:
+        """All keys, revoked ones included, oldest first; no secrets."""
+        rows = self._db.read(
+            lambda c: c.execute(f"SELECT {_COLUMNS} FROM api_keys ORDER BY id").fetchall())
+        return [_record(r) for r in rows]
+
+    def revoke(self, id_or_name: int | str) -> bool:
+        """Revoke an active key by id (digits) or name; ``False`` if no active key matched."""
+        arg: int | str
+        if isinstance(id_or_name, int) or _is_id(id_or_name.strip()):
+            where, arg = "id = ?", int(id_or_name)
+        else:
+            where, arg = "name = ?", id_or_name.strip()
+        sql = (f"UPDATE api_keys SET revoked_at = ?, revoked_reason = 'revoked' "
+               f"WHERE {where} AND revoked_at IS NULL")
+        return self._db.write(lambda c: c.execute(sql, (self._clock(), arg)).rowcount) > 0
+
+    def authenticate(self, token: str) -> Principal | None:
+        """The principal of an active key, or ``None`` (empty, unknown or revoked token)."""
+        if not token or len(token) > _MAX_TOKEN_CHARS:
+            return None
+        digest = hash_token(token)
+        row = self._db.read(lambda c: c.execute(
+            "SELECT id, name, tier, hash FROM api_keys WHERE hash = ? AND revoked_at IS NULL",
+            (digest,)).fetchone())
+        if row is None or not hmac.compare_digest(row[3], digest):
+            return None
+        return Principal(key_id=row[0], name=row[1], tier=_tier(row[2]))
+
+    def ensure_owner(self, env_token: str | None) -> str | None:
+        """Make sure an owner key exists; return a new plaintext token only if one was made.
+
+        With ``env_token`` (``OLP_OWNER_TOKEN``): its hash becomes an active owner key,
+        replacing a previous env owner key; returns ``None``. Raises :class:`StoreError` if
+        that token was revoked with ``olp keys revoke`` or is a guest key. Without it: if no
+        active owner key exists, generate one and return it (show it once); else ``None``.
+        """
+        if env_token:
+            self._db.write(partial(self._ensure_env_owner, env_token))
+            return None
+        return self._db.write(self._ensure_any_owner)
+
+    def _ensure_env_owner(self, token: str, c: sqlite3.Connection) -> None:
+        digest, now = hash_token(token), self._clock()
+        row = c.execute("SELECT id, tier, revoked_at, revoked_reason FROM api_keys "
+                        "WHERE hash = ?", (digest,)).fetchone()
+        if row is not None and row[1] != "owner":
+            raise StoreError("OLP_OWNER_TOKEN is also a guest key; set a different token")
+        if row is not None and row[2] is None:
+            return  # already the active owner key
+        if row is not None and row[3] != "replaced":
+            raise StoreError("OLP_OWNER_TOKEN was revoked; set a new token")
+        c.execute("UPDATE api_keys SET revoked_at = ?, revoked_reason = 'replaced' "
+                  "WHERE source = 'env' AND revoked_at IS NULL", (now,))
+        name = _free_name(c, "owner-env")
+        if row is None:
+            _insert(c, name, "owner", token, "env", now)
+        else:  # an earlier env token came back: reactivate it
+            c.execute("UPDATE api_keys SET revoked_at = NULL, revoked_reason = NULL, name = ? "
+                      "WHERE id = ?", (name, row[0]))
+
+    def _ensure_any_owner(self, c: sqlite3.Connection) -> str | None:
+        if c.execute("SELECT 1 FROM api_keys WHERE tier = 'owner' AND revoked_at IS NULL "
+                     "LIMIT 1").fetchone():
+            return None
+        token = generate_token()
+        _insert(c, _free_name(c, "owner"), "owner", token, "bootstrap", self._clock())
+        return token
+
+    def _get(self, key_id: int) -> KeyRecord:
+        row = self._db.read(lambda c: c.execute(
+            f"SELECT {_COLUMNS} FROM api_keys WHERE id = ?", (key_id,)).fetchone())
+        return _record(row)
+
+
+class AsyncKeyStore:
+    """:class:`KeyStore` for Trio code: each call runs in a worker thread (never blocks the
+    loop) and, once started, finishes even if the caller is cancelled."""
+
+    def __init__(self, keys: KeyStore) -> None:
+        self.sync = keys
+
+    async def authenticate(self, token: str) -> Principal | None:
+        return await trio.to_thread.run_sync(self.sync.authenticate, token)
+
+    async def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]:
+        return await trio.to_thread.run_sync(self.sync.create, name, tier)
+
+    async def list(self) -> builtins.list[KeyRecord]:
+        return await trio.to_thread.run_sync(self.sync.list)
+
+    async def revoke(self, id_or_name: int | str) -> bool:
+        return await trio.to_thread.run_sync(self.sync.revoke, id_or_name)
+
+    async def ensure_owner(self, env_token: str | None) -> str | None:
+        return await trio.to_thread.run_sync(self.sync.ensure_owner, env_token)
+
+
+def _insert(c: sqlite3.Connection, name: str, tier: Tier, token: str, source: str,
+            now: float) -> int:
+    prefix = token[len(TOKEN_PREFIX):][:8] if token.startswith(TOKEN_PREFIX) else ""
+    try:
+        cur = c.execute(
+            "INSERT INTO api_keys (name, tier, hash, prefix, source, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)", (name, tier, hash_token(token), prefix, source, now))
+    except sqlite3.IntegrityError:
+        raise KeyNameError(f"an active key named {name!r} already exists") from None
+    assert cur.lastrowid is not None
+    return cur.lastrowid
+
+
+def _free_name(c: sqlite3.Connection, base: str) -> str:
+    """``base``, or ``base-2``, ``base-3``... if an active key already has that name."""
+    name, n = base, 1
+    while c.execute("SELECT 1 FROM api_keys WHERE name = ? AND revoked_at IS NULL",
+                    (name,)).fetchone():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
+def _check_name(name: str) -> str:
+    name = name.strip()
+    if not name or len(name) > MAX_NAME_CHARS or not name.isprintable() or _is_id(name):
+        raise KeyNameError(f"a key name needs 1-{MAX_NAME_CHARS} printable characters and "
+                           "must not be all digits (digits mean an id)")
+    return name
+
+
+def _is_id(text: str) -> bool:
+    return text.isascii() and text.isdigit()
+
+
+def _tier(value: str) -> Tier:
+    if value == "owner":
+        return "owner"
+    if value == "guest":
+        return "guest"
+    raise StoreError(f"unknown tier {value!r} in the database")
+
+
+def _record(row: tuple[object, ...]) -> KeyRecord:
+    key_id, name, tier, prefix, source, created_at, revoked_at = row
+    assert isinstance(key_id, int) and isinstance(name, str) and isinstance(tier, str)
+    assert isinstance(prefix, str) and isinstance(source, str)
+    assert isinstance(created_at, float | int)
+    assert revoked_at is None or isinstance(revoked_at, float | int)
+    return KeyRecord(id=key_id, name=name, tier=_tier(tier), prefix=prefix, source=source,
+                     created_at=float(created_at),
+                     revoked_at=None if revoked_at is None else float(revoked_at))

@@ -1,0 +1,18 @@
+"""A loopback mock of the Anthropic Messages API that the real ``claude`` CLI accepts.
+
+In-process (trio)::
+
+    mock = await nursery.start(serve_mock, scenario="success")
+    env["ANTHROPIC_BASE_URL"] = mock.base_url          # http://127.0.0.1:PORT, no /v1
+    mock.set_scenario("rate_limit", retry_after=1)
+    assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "claude-sonnet-4-6"
+
+As a process: ``PYTHONPATH=tests python -m mock_anthropic --port 0 --scenario success``
+prints ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;
+``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
+``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.
+"""
+
+from ._server import DEFAULT_DELTAS, SCENARIOS, MockAnthropic, Scenario, serve_mock
+
+__all__ = ["DEFAULT_DELTAS", "SCENARIOS", "MockAnthropic", "Scenario", "serve_mock"]
