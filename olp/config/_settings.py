@@ -186,7 +186,7 @@ class ProviderSettings:
     metered: bool
     binary: str | None = None
     extra_args: tuple[str, ...] = ()
-    home_files: Mapping[str, str] = field(default_factory=dict)
+    home_files: Mapping[str, str] = field(default_factory=dict, repr=False)
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     base_url: str | None = None
     api_key_env: str | None = None

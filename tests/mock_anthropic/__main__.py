@@ -30,6 +30,11 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, Any]]:
     parser.add_argument("--status", type=int, help="error: HTTP status")
     parser.add_argument("--error-type", help="error: Anthropic error type")
     parser.add_argument("--message", help="error message text")
+    parser.add_argument(
+        "--should-retry",
+        choices=["true", "false"],
+        help="error scenarios: send x-should-retry (auth sends false by default)",
+    )
     parser.add_argument("--deltas", help="success: the text deltas as a JSON list")
     args = parser.parse_args(argv)
     options: dict[str, Any] = {}
@@ -46,6 +51,8 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, Any]]:
         value = getattr(args, name)
         if value is not None:
             options[name] = value
+    if args.should_retry is not None:
+        options["should_retry"] = args.should_retry == "true"
     if args.deltas is not None:
         options["deltas"] = json.loads(args.deltas)
     Scenario.build(args.scenario, **options)  # fail fast on bad options

@@ -88,6 +88,9 @@ class Scenario:
     error_type: str = "invalid_request_error"  # error: Anthropic error type
     message: str = "mock error"  # error: message (also overrides the built-in errors' text)
     times: int | None = None  # serve this scenario to the next N requests, then "success"
+    # error scenarios: the `x-should-retry` header (None: not sent). The real claude CLI retries
+    # a 401 unless it says "false" (as the Anthropic API does), so "auth" defaults to False.
+    should_retry: bool | None = None
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -105,6 +108,8 @@ class Scenario:
             raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.status, int) or not 100 <= self.status <= 599:
             raise ValueError("status must be an HTTP status code")
+        if self.should_retry is not None and not isinstance(self.should_retry, bool):
+            raise ValueError("should_retry must be true, false or null")
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -116,6 +121,8 @@ class Scenario:
             )
         if "message" not in options and name in _ERRORS:
             options["message"] = _ERRORS[name][2]
+        if "should_retry" not in options and name == "auth":
+            options["should_retry"] = False
         return cls(name=name, **options)
 
     def as_json(self) -> dict[str, Any]:
@@ -418,6 +425,8 @@ class _Server:
                 extra = [("request-id", request_id)]
                 if scenario.retry_after is not None:
                     extra.append(("retry-after", _fmt_seconds(scenario.retry_after)))
+                if scenario.should_retry is not None:
+                    extra.append(("x-should-retry", "true" if scenario.should_retry else "false"))
                 record["status"] = status
                 await ex.respond_json(
                     status, _error_payload(error_type, scenario.message, request_id), extra

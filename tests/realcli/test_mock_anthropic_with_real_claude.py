@@ -192,7 +192,10 @@ async def run_claude(
             except ProcessLookupError:
                 pass
         with trio.CancelScope(shield=True):
-            await proc.aclose()
+            await proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    await trio.aclose_forcefully(pipe)
     return run
 
 
@@ -285,21 +288,34 @@ async def test_rate_limit_with_retry_after(claude_bin: str, tmp_path: Path) -> N
     _check_request_body(mock.requests[0])
 
 
-async def test_auth_error(claude_bin: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("should_retry", [False, None], ids=["x-should-retry-false", "no-header"])
+async def test_auth_error(claude_bin: str, tmp_path: Path, should_retry: bool | None) -> None:
+    """401: no retry when the upstream says `x-should-retry: false` (as the Anthropic API does);
+    without that header claude 2.1.332 retries a 401 like a 5xx (`api_retry` lines with
+    error "authentication_failed")."""
     with trio.fail_after(HANG_GUARD_S):
         async with trio.open_nursery() as nursery:
-            mock = await nursery.start(functools.partial(serve_mock, scenario="auth"))
+            mock = await nursery.start(
+                functools.partial(serve_mock, scenario="auth", should_retry=should_retry)
+            )
             run = await run_claude(claude_bin, mock, tmp_path)
             nursery.cancel_scope.cancel()
     assert run.returncode == 1
-    assert run.of("system", "api_retry") == []  # no retry on 401
+    retries = run.of("system", "api_retry")
+    if should_retry is False:
+        assert retries == []
+        assert mock.request_count == 1
+    else:
+        assert [(r["error_status"], r["error"]) for r in retries] == [
+            (401, "authentication_failed")
+        ]
+        assert mock.request_count == 2  # CLAUDE_CODE_MAX_RETRIES=1
     (assistant,) = run.of("assistant")
     assert assistant["error"] == "authentication_failed"
     result = run.result
     assert result["is_error"] is True
     assert (result["api_error_status"], result["api_error_type"]) == (401, "authentication_error")
     assert result["result"] == "Invalid API key · Fix external API key"
-    assert mock.request_count == 1
 
 
 async def test_server_error(claude_bin: str, tmp_path: Path) -> None:

@@ -1,0 +1,1 @@
+"""OLP's benchmarks: run them with ``./dev bench`` (see bench/README.md)."""

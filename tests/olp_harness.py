@@ -1,0 +1,136 @@
+"""Starting a real ``olp start`` process for socket-level tests, and talking to it.
+
+The proxy runs as a subprocess (its own OLP_HOME, port 0, a known owner token); the URL
+comes from its ``listening`` log line. Tests drive it with the official ``openai`` SDK in a
+worker thread, under ``trio.fail_after`` hang guards on the real clock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import openai
+import trio
+
+REPO = Path(__file__).resolve().parents[1]
+FAKE_CLAUDE = REPO / "tests" / "fakes" / "fake_claude.py"
+OWNER_TOKEN = "olp_test_owner_token_0123456789"
+T = TypeVar("T")
+
+
+@dataclass
+class Proxy:
+    url: str
+    process: trio.Process
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    token: str = OWNER_TOKEN
+    _clients: list[openai.OpenAI] = field(default_factory=list)
+
+    def client(self, token: str | None = None) -> openai.OpenAI:
+        """An SDK client for this proxy (closed when the proxy stops)."""
+        client = openai.OpenAI(base_url=f"{self.url}/v1", api_key=token or self.token,
+                               max_retries=0, timeout=60)
+        self._clients.append(client)
+        return client
+
+    def close_clients(self) -> None:
+        for client in self._clients:
+            client.close()
+
+    def get(self, path: str, token: str | None = None) -> httpx.Response:
+        return httpx.get(f"{self.url}{path}", timeout=10,
+                         headers={"Authorization": f"Bearer {token or self.token}"})
+
+
+async def in_thread(fn: Callable[[], T]) -> T:
+    """Run blocking client code (the sync ``openai`` SDK) without blocking the loop."""
+    return await trio.to_thread.run_sync(fn, abandon_on_cancel=True)
+
+
+async def _read_logs(stream: trio.abc.ReceiveStream, proxy_logs: list[dict[str, Any]],
+                     listening: trio.Event, urls: list[str]) -> None:
+    buf = b""
+    async for chunk in stream:
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                entry = {"raw": line.decode(errors="replace")}
+            proxy_logs.append(entry)
+            if entry.get("msg") == "listening":
+                urls.extend(entry["urls"])
+                listening.set()
+
+
+@asynccontextmanager
+async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] | None = None,
+                    ) -> AsyncIterator[Proxy]:
+    """Start ``olp start`` with ``config`` as its config.json; stop it with SIGTERM after."""
+    await trio.Path(home).mkdir(parents=True, exist_ok=True)
+    await trio.Path(home / "config.json").write_text(json.dumps(config))
+    proc_env = {
+        "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(home)),
+        "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_OWNER_TOKEN": OWNER_TOKEN,
+        "OLP_LOG_LEVEL": "debug", **(env or {})}
+    proxy_logs: list[dict[str, Any]] = []
+    listening, urls = trio.Event(), []
+    async with trio.open_nursery() as nursery:
+        process = await trio.lowlevel.open_process(
+            [sys.executable, "-m", "olp", "start"], env=proc_env, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, start_new_session=True)
+        assert process.stderr is not None
+        nursery.start_soon(_read_logs, process.stderr, proxy_logs, listening, urls)
+        try:
+            with trio.fail_after(20):
+                await listening.wait()
+            url = urls[0].replace("0.0.0.0", "127.0.0.1")
+            proxy = Proxy(url=url, process=process, logs=proxy_logs)
+            try:
+                yield proxy
+            finally:
+                proxy.close_clients()
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(15):
+                if process.returncode is None:
+                    process.send_signal(signal.SIGTERM)
+                await process.wait()
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+            nursery.cancel_scope.cancel()
+
+
+def alive(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[1][0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return False
+
+
+def pids_from(pidfile: Path) -> list[int]:
+    if not pidfile.exists():
+        return []
+    return [int(p) for line in pidfile.read_text().split("\n") if line for p in line.split()]
+
+
+async def wait_until(predicate: Callable[[], bool], *, within: float, step: float = 0.02) -> bool:
+    """Poll ``predicate`` on the real clock; True as soon as it holds, False after ``within``."""
+    with trio.move_on_after(within):
+        while not predicate():  # noqa: ASYNC110 - polls OS state (process table), not a task
+            await trio.sleep(step)
+        return True
+    return predicate()

@@ -1,0 +1,131 @@
+"""The ``olp`` CLI: keys create/list/revoke, start, and error exits."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from olp.cli import main
+from olp.config import Settings
+from olp.store import Database, KeyStore
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in ("OLP_OWNER_TOKEN", "OLP_PORT", "OLP_BIND", "OLP_LOG_LEVEL"):
+        monkeypatch.delenv(name, raising=False)
+    home = tmp_path / "olp"
+    monkeypatch.setenv("OLP_HOME", str(home))
+    return home
+
+
+def _create(capsys: pytest.CaptureFixture[str], *args: str) -> str:
+    assert main(["keys", "create", *args]) == 0
+    out = capsys.readouterr().out
+    tokens: list[str] = re.findall(r"olp_[A-Za-z0-9_-]{43}", out)
+    assert len(tokens) == 1
+    assert "will not be shown again" in out
+    return tokens[0]
+
+
+def _principal_tier(home: Path, token: str) -> str | None:
+    with Database(home / "olp.db") as db:
+        principal = KeyStore(db).authenticate(token)
+    return None if principal is None else principal.tier
+
+
+def test_create_prints_the_key_once(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    guest = _create(capsys, "alice")
+    owner = _create(capsys, "me", "--owner")
+    assert _principal_tier(home, guest) == "guest"
+    assert _principal_tier(home, owner) == "owner"
+
+
+def test_list_never_shows_secrets(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    token = _create(capsys, "alice")
+    assert main(["keys", "list"]) == 0
+    out = capsys.readouterr().out
+    header, row = out.splitlines()
+    assert header.split() == ["ID", "NAME", "TIER", "PREFIX", "CREATED", "REVOKED"]
+    assert row.split()[:4] == ["1", "alice", "guest", f"{token[:12]}..."]
+    assert row.split()[-1] == "-"
+    assert token not in out and token[12:20] not in out
+
+
+def test_list_when_empty(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "list"]) == 0
+    assert "No keys yet" in capsys.readouterr().out
+
+
+def test_revoke(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    alice = _create(capsys, "alice")
+    bob = _create(capsys, "bob")
+    assert main(["keys", "revoke", "alice"]) == 0
+    assert main(["keys", "revoke", "2"]) == 0
+    capsys.readouterr()
+    assert _principal_tier(home, alice) is None and _principal_tier(home, bob) is None
+    assert main(["keys", "revoke", "alice"]) == 1
+    assert "no active key" in capsys.readouterr().err
+    assert main(["keys", "revoke", "nobody"]) == 1
+    assert main(["keys", "list"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert all(row.split()[-1] != "-" for row in rows)  # both show a revocation time
+
+
+def test_duplicate_and_bad_names(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _create(capsys, "alice")
+    assert main(["keys", "create", "alice"]) == 1
+    assert main(["keys", "create", "42"]) == 1
+    err = capsys.readouterr().err
+    assert "already exists" in err and "digits" in err
+
+
+def test_config_errors_exit_2_without_a_traceback(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home.mkdir()
+    (home / "config.json").write_text('{"providers": {"anthropic": {"max_concurrent": "x"}}}')
+    assert main(["keys", "list"]) == 2
+    err = capsys.readouterr().err
+    assert "providers.anthropic.max_concurrent: Expected int, got str" in err
+    assert str(home / "config.json") in err and "Traceback" not in err
+
+
+def test_environment_errors_exit_2(home: Path, capsys: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OLP_PORT", "nope")
+    assert main(["start"]) == 2
+    assert "OLP_PORT" in capsys.readouterr().err
+
+
+def test_usage(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert main(["keys"]) == 2
+    assert main(["keys", "create"]) == 2
+    assert main(["--help"]) == 0
+    assert "keys" in capsys.readouterr().out
+
+
+def test_start_runs_the_server_with_the_settings(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Settings] = []
+    fake = types.ModuleType("olp.server")
+    fake.run = lambda settings: seen.append(settings) or 0  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "olp.server", fake)
+    assert main(["start"]) == 0
+    assert [s.home for s in seen] == [home]
+
+
+def test_python_dash_m_olp(home: Path) -> None:
+    env = {**os.environ, "OLP_HOME": str(home)}
+    proc = subprocess.run([sys.executable, "-m", "olp", "keys", "list"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "No keys yet" in proc.stdout
