@@ -1,9 +1,9 @@
 #!/usr/bin/env -S python3 -S
 """A minimal fake ``claude -p --output-format stream-json`` for ``bench/spawn_overhead.py``.
 
-Stdlib only. ``-S`` (no ``site``) keeps the interpreter's start-up short and steady (``site``
-alone can cost tens of ms when a ``.pth`` file imports something); the benchmark measures the
-same start-up with a bare ``subprocess.Popen`` baseline, so it cancels out either way.
+Stdlib only, and only ``time`` and ``sys`` at that: ``-S`` (no ``site``) and no ``json``
+(which imports ``re``: ~10 ms) keep the fake's own start-up and work short and steady. The
+benchmark measures the same interpreter start-up with a bare ``subprocess.Popen`` baseline.
 
 Like the real CLI it reads stdin to EOF before printing anything, then prints, one JSON object
 a line and flushing after each, what the anthropic parser needs::
@@ -19,33 +19,44 @@ import time
 
 EXEC_NS = time.time_ns()  # first statement: "the CLI has been exec'd and is running"
 
-import json  # noqa: E402
-import sys  # noqa: E402
+import sys  # noqa: E402  (a built-in module, already loaded: costs nothing)
 
 
-def _emit(obj: dict[str, object]) -> None:
-    sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
+def _quote(text: str) -> str:
+    """``text`` as a JSON string literal (what ``json.dumps`` would give, without json)."""
+    out = []
+    for ch in text:
+        if ch == '"' or ch == "\\":
+            out.append("\\" + ch)
+        elif ch < " ":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _emit(line: str) -> None:
+    sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
 def main() -> None:
     argv = sys.argv[1:]
     model = argv[argv.index("--model") + 1] if "--model" in argv[:-1] else "claude-bench"
+    m = _quote(model)
     sys.stdin.buffer.read()
-    _emit({"type": "system", "subtype": "init", "session_id": "bench", "model": model,
-           "tools": []})
-    _emit({"type": "stream_event", "session_id": "bench",
-           "event": {"type": "message_start",
-                     "message": {"id": "msg_bench", "model": model, "role": "assistant"}}})
+    _emit('{"type":"system","subtype":"init","session_id":"bench","model":' + m
+          + ',"tools":[]}')
+    _emit('{"type":"stream_event","session_id":"bench","event":{"type":"message_start",'
+          '"message":{"id":"msg_bench","model":' + m + ',"role":"assistant"}}}')
     first_line_ns = time.time_ns()
-    text = json.dumps({"exec_ns": EXEC_NS, "first_line_ns": first_line_ns})
-    _emit({"type": "stream_event", "session_id": "bench",
-           "event": {"type": "content_block_delta", "index": 0,
-                     "delta": {"type": "text_delta", "text": text}}})
-    _emit({"type": "result", "subtype": "success", "is_error": False, "stop_reason": "end_turn",
-           "session_id": "bench", "result": text,
-           "usage": {"input_tokens": 1, "output_tokens": 1}})
-
+    text = _quote('{"exec_ns": ' + str(EXEC_NS) + ', "first_line_ns": ' + str(first_line_ns)
+                  + "}")
+    _emit('{"type":"stream_event","session_id":"bench","event":{"type":"content_block_delta",'
+          '"index":0,"delta":{"type":"text_delta","text":' + text + "}}}")
+    _emit('{"type":"result","subtype":"success","is_error":false,"stop_reason":"end_turn",'
+          '"session_id":"bench","result":' + text
+          + ',"usage":{"input_tokens":1,"output_tokens":1}}')
 
 if __name__ == "__main__":
     main()

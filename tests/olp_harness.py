@@ -134,3 +134,38 @@ async def wait_until(predicate: Callable[[], bool], *, within: float, step: floa
             await trio.sleep(step)
         return True
     return predicate()
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, grandchildren, …), from /proc."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(") ", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            parents.setdefault(ppid, []).append(int(entry))
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in parents.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {p for p in found if alive(p)}
+
+
+def real_cli(env_var: str) -> str:
+    """The path the real-CLI installer exported, or fail (in CI) / skip (elsewhere)."""
+    import pytest
+
+    path = os.environ.get(env_var)
+    if path:
+        return path
+    reason = (f"{env_var} is not set: run the real-CLI tier through `./dev realcli`, which "
+              "installs the pinned CLIs first")
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)

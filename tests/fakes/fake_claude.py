@@ -188,7 +188,7 @@ class Fake:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             self.finish(1)
         self.lines_out += 1
-        if isinstance(obj, dict) and _is_content(obj):
+        if isinstance(obj, dict) and _is_content(obj, self.partial):
             self.hold()
 
     def hold(self) -> None:
@@ -257,6 +257,7 @@ class Fake:
         digest = {
             "model": self.values.get("--model"),
             "stdin_head": prompt[:40],
+            "stdin_tail": prompt[-200:],
             "stdin_chars": len(prompt),
             "stdin_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
             "system_prompt": system,
@@ -287,10 +288,12 @@ def _is_text_delta(obj: dict[str, Any]) -> bool:
     )
 
 
-def _is_content(obj: dict[str, Any]) -> bool:
+def _is_content(obj: dict[str, Any], partial: bool) -> bool:
+    """The first answer text: a text delta, or (without --include-partial-messages) an
+    `assistant` line that is not a synthetic API-error message."""
     if _is_text_delta(obj):
         return True
-    if obj.get("type") == "assistant":  # without --include-partial-messages
+    if not partial and obj.get("type") == "assistant" and not obj.get("is_api_error_message"):
         content = obj.get("message", {}).get("content") or []
         return any(block.get("type") == "text" and block.get("text") for block in content)
     return False

@@ -33,11 +33,12 @@ class _Keys:
         return {OWNER: _Principal("owner", "owner"), GUEST: _Principal("kid", "guest")}.get(token)
 
 
-def make_app(script: Sequence[Step], *, max_body: int = 4096
+def make_app(script: Sequence[Step], *, max_body: int = 4096,
+             timeouts: Timeouts = Timeouts(10, 5, 60),
              ) -> tuple[QuartTrio, ProviderActor, FakeSpawner]:
     spawner = FakeSpawner(lambda spec: script)
     actor = ProviderActor("anthropic", CliRunner(JsonLinesAdapter(), spawner, CliConfig(
-        binary="claude", timeouts=Timeouts(10, 5, 60), proxy_env={})), max_concurrent=1)
+        binary="claude", timeouts=timeouts, proxy_env={})), max_concurrent=1)
     router = Router(lambda m: ("anthropic", "claude-sonnet-4-6") if m == "sonnet" else None,
                     providers=["anthropic"])
     services = Services(engine=Engine(router, {"anthropic": actor}), keys=_Keys(),
@@ -51,6 +52,7 @@ def body(**extra: Any) -> dict[str, Any]:
 
 
 AUTH = {"Authorization": f"Bearer {OWNER}"}
+JSON_TYPE = "application/json"
 SUCCESS = [Line(0.5, event_line(Start(model="claude-sonnet-4-6-20260101"))),
            Line(0.5, event_line(TextDelta(text="Hel"))),
            Line(0.5, event_line(TextDelta(text="lo"))),
@@ -187,7 +189,7 @@ async def test_disconnect_mid_stream_kills_the_job(autojump_clock: trio.testing.
     # pitfall 2): bound the block; under autojump the bound is instant.
     with trio.move_on_after(30):
         async with app.test_client().request("/v1/chat/completions", method="POST",
-                                             headers={**AUTH, "Content-Type": "application/json"}
+                                             headers={**AUTH, "Content-Type": JSON_TYPE}
                                              ) as conn:
             await conn.send(json.dumps(body(stream=True)).encode())
             await conn.send_complete()
@@ -199,3 +201,23 @@ async def test_disconnect_mid_stream_kills_the_job(autojump_clock: trio.testing.
             assert spawner.alive == 0
             assert actor.limiter.statistics().borrowed_tokens == 0
     assert spawner.runs[0].killed and spawner.runs[0].ended_at == 3.5
+
+
+async def test_long_stream_is_not_cut_by_quarts_response_timeout(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    # Quart's RESPONSE_TIMEOUT defaults to 60 s and silently truncates a streamed body.
+    script = [Line(4, event_line(TextDelta(text="."))) for _ in range(40)] + [Exit(0, 0)]
+    app, actor, _ = make_app(script, timeouts=Timeouts(10, 5, 600))
+    await nursery.start(actor.run)
+    raw = b""
+    # Read as a client does: the test client's buffer holds only ~10 unread body chunks.
+    with trio.move_on_after(300):
+        async with app.test_client().request("/v1/chat/completions", method="POST",
+                                             headers={**AUTH, "Content-Type": JSON_TYPE}
+                                             ) as conn:
+            await conn.send(json.dumps(body(stream=True)).encode())
+            await conn.send_complete()
+            while not raw.endswith(b"data: [DONE]\n\n"):
+                raw += await conn.receive()
+    assert trio.current_time() == 160
+    assert raw.count(b'"content":"."') == 40

@@ -5,6 +5,7 @@ Real subprocesses, each bounded by a timeout; every spawned process group is kil
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import queue
@@ -331,6 +332,8 @@ def test_echo_reports_model_stdin_and_system_prompt(spawn: Any, tmp_path: Path) 
     digest = json.loads(text)
     assert digest["model"] == "claude-sonnet-4-6"
     assert digest["stdin_head"] == prompt[:40]
+    assert digest["stdin_tail"] == prompt[-200:]
+    assert digest["stdin_sha256"] == hashlib.sha256(prompt.encode()).hexdigest()
     assert digest["stdin_chars"] == len(prompt)
     assert digest["system_prompt"] == "You are terse.\nSecond line."
     assert digest["argv_prompt"] is None

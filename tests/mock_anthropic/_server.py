@@ -264,6 +264,7 @@ class _Exchange:
     def __init__(self, conn: h11.Connection, stream: trio.abc.Stream) -> None:
         self.conn = conn
         self.stream = stream
+        self.complete = False  # the whole response was handed to the socket
 
     async def send(self, event: h11.Event) -> None:
         data = self.conn.send(event)
@@ -272,6 +273,8 @@ class _Exchange:
                 await self.stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
                 raise _ClientGone from exc
+        if isinstance(event, h11.EndOfMessage):
+            self.complete = True
 
     async def respond_json(
         self, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
@@ -438,9 +441,9 @@ class _Server:
             else:
                 await self._whole(ex, scenario, record, model, message_id, request_id)
 
-        gone = await _while_watching(ex, respond)
-        self.handle._finish(record, "client_disconnected" if gone else "completed")
-        return not gone
+        eof = await _while_watching(ex, respond)
+        self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
+        return ex.complete and not eof
 
     async def _stream(
         self,
@@ -605,18 +608,19 @@ def _fmt_seconds(value: float) -> str:
 
 
 async def _while_watching(ex: _Exchange, respond: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``respond`` while reading the socket; returns True if the client went away first."""
-    gone = False
+    """Run ``respond`` while reading the socket, so that a client that goes away is seen at once
+    (even while the mock is silent); returns True if the client closed its side."""
+    eof = False
 
     async def watch(cancel_scope: trio.CancelScope) -> None:
-        nonlocal gone
+        nonlocal eof
         while True:
             try:
                 data = await ex.stream.receive_some(_RECV)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 data = b""
             if not data:
-                gone = True
+                eof = True
                 cancel_scope.cancel()
                 return
             ex.conn.receive_data(data)  # a pipelined next request: h11 buffers it
@@ -626,9 +630,9 @@ async def _while_watching(ex: _Exchange, respond: Callable[[], Awaitable[None]])
         try:
             await respond()
         except _ClientGone:
-            gone = True
+            eof = True
         nursery.cancel_scope.cancel()
-    return gone
+    return eof
 
 
 async def serve_mock(

@@ -54,6 +54,9 @@ class _Lines:
         self._buf = bytearray()
         self._eof = False
 
+    def feed(self, data: bytes) -> None:
+        self._buf += data
+
     async def next(self) -> bytes | None:
         while True:
             i = self._buf.find(b"\n")
@@ -84,6 +87,8 @@ class Run:
     returncode: int = -1
     lines: list[Seen] = field(default_factory=list)
     stderr: bytes = b""
+    before_eof: bytes = b""  # stdout printed while stdin was still open
+    requests_before_eof: int = 0
 
     @property
     def objs(self) -> list[dict[str, Any]]:
@@ -128,6 +133,7 @@ async def run_claude(
     tmp_path: Path,
     *,
     sigterm_after_first_delta: bool = False,
+    stdin_open_s: float = 0,
 ) -> Run:
     """Spawn claude as the proxy will, feed the prompt on stdin, read stdout line by line."""
     home, work = tmp_path / "home", tmp_path / "work"
@@ -173,13 +179,20 @@ async def run_claude(
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(drain_stderr)
-            await proc.stdin.send_all(PROMPT.encode())
-            await proc.stdin.aclose()
             lines = _Lines(proc.stdout)
+            await proc.stdin.send_all(PROMPT.encode())
+            if stdin_open_s:
+                # the prompt is written but stdin stays open: the CLI must wait for EOF
+                with trio.move_on_after(stdin_open_s):
+                    run.before_eof = await proc.stdout.receive_some(65536)
+                lines.feed(run.before_eof)
+                run.requests_before_eof = mock.request_count
+            await proc.stdin.aclose()
             while (line := await lines.next()) is not None:
                 obj = json.loads(line)
                 run.lines.append(Seen(obj, mock.request_count, proc.poll() is not None))
-                if sigterm_after_first_delta and len(run.text_deltas) == 1:
+                if sigterm_after_first_delta and run.text_deltas:
+                    sigterm_after_first_delta = False
                     proc.send_signal(signal.SIGTERM)  # the leader only, as the proxy does first
             run.returncode = await proc.wait()
         # a real CLI leaves no process behind in its group
@@ -257,6 +270,21 @@ async def test_success(claude_bin: str, tmp_path: Path) -> None:
     (record,) = mock.requests
     _check_request_body(record)
     assert record["status"] == 200 and record["outcome"] == "completed"
+
+
+async def test_nothing_happens_before_stdin_eof(claude_bin: str, tmp_path: Path) -> None:
+    """`-p` with no positional prompt waits for stdin's EOF before printing or requesting
+    anything: the proxy must close stdin after writing the prompt."""
+    with trio.fail_after(HANG_GUARD_S):
+        async with trio.open_nursery() as nursery:
+            mock = await nursery.start(serve_mock)
+            run = await run_claude(claude_bin, mock, tmp_path, stdin_open_s=2)
+            nursery.cancel_scope.cancel()
+    assert run.before_eof == b""
+    assert run.requests_before_eof == 0
+    assert run.returncode == 0
+    assert run.result["result"] == ANSWER
+    _check_request_body(mock.requests[0])
 
 
 async def test_rate_limit_with_retry_after(claude_bin: str, tmp_path: Path) -> None:

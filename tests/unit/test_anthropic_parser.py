@@ -455,7 +455,8 @@ def test_usage_window_error_carries_retry_after() -> None:
     ("rate_limit", 429, "rate_limited"), ("rate_limit", None, "rate_limited"),
     (None, 429, "rate_limited"), ("server_error", 500, "unavailable"),
     ("overloaded", 529, "unavailable"), ("unknown", 503, "unavailable"),
-    ("unknown", None, "unknown"), (None, None, "unknown"), ("unknown", 401, "unknown"),
+    ("unknown", None, "unknown"), (None, None, "unknown"), ("unknown", 401, "auth"),
+    ("authentication_failed", None, "auth"),
 ])
 def test_retry_category(error: str | None, status: int | None, category: str) -> None:
     assert retry_category(error, status) == category

@@ -141,9 +141,15 @@ def classify(failure: Failure, *, now: float | None = None) -> Error:
 
 
 def retry_category(error: str | None, status: int | None) -> Category:
-    """The category of a ``system/api_retry`` line: rate limit, server trouble, or unknown."""
+    """The category of a ``system/api_retry`` line: rate limit, server trouble, auth, unknown.
+
+    Behind a gateway that omits ``x-should-retry: false``, claude retries a 401 too, with
+    ``error: "authentication_failed"``: that storm is an ``auth`` problem, not an outage.
+    """
     if error == "rate_limit" or status == 429:
         return "rate_limited"
+    if error == "authentication_failed" or status in (401, 403):
+        return "auth"
     if error in ("server_error", "overloaded") or (status is not None and status >= 500):
         return "unavailable"
     return "unknown"
