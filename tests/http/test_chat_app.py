@@ -19,6 +19,7 @@ from olp.http import Services, create_app
 from olp.ir import Error, Start, TextDelta, Usage
 
 OWNER, GUEST = "olp_owner_token", "olp_guest_token"
+DEFAULT_TIMEOUTS = Timeouts(first_output_s=10, idle_s=5, total_s=60)
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class _Keys:
 
 
 def make_app(script: Sequence[Step], *, max_body: int = 4096,
-             timeouts: Timeouts = Timeouts(10, 5, 60),
+             timeouts: Timeouts = DEFAULT_TIMEOUTS,
              ) -> tuple[QuartTrio, ProviderActor, FakeSpawner]:
     spawner = FakeSpawner(lambda spec: script)
     actor = ProviderActor("anthropic", CliRunner(JsonLinesAdapter(), spawner, CliConfig(

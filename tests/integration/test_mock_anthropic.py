@@ -18,7 +18,6 @@ from typing import Any
 import h11
 import pytest
 import trio
-
 from mock_anthropic import DEFAULT_DELTAS, MockAnthropic, Scenario, serve_mock
 
 pytestmark = pytest.mark.integration
