@@ -49,6 +49,10 @@ class Ticket:
     events: trio.MemoryReceiveChannel[Event]
     scope: trio.CancelScope
 
+    async def receive(self) -> Event:
+        """The next event; raises :class:`trio.EndOfChannel` after the job's last one."""
+        return await self.events.receive()
+
     def abandon(self) -> None:
         """Cancel the job and stop listening. Sync, idempotent, safe in ``finally``."""
         self.scope.cancel(reason="caller abandoned the job")

@@ -21,12 +21,16 @@ class Invocation:
     """One spawn: argv (never client text), the bytes for stdin, and files for the temp dir.
 
     ``files`` maps a name relative to the spawn's temporary working directory to its text
-    (claude's ``--system-prompt-file`` points at one). ``argv[0]`` is the binary.
+    (claude's ``--system-prompt-file`` points at one); ``binary_files`` the same for bytes
+    (images). ``env`` is added to the CLI's environment for this spawn only (e.g. vibe's
+    ``VIBE_ACTIVE_MODEL``). ``argv[0]`` is the binary.
     """
 
     argv: Sequence[str]
     stdin: bytes
     files: Mapping[str, str] = field(default_factory=dict)
+    binary_files: Mapping[str, bytes] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
 class LineParser(Protocol):
@@ -49,7 +53,10 @@ class CliAdapter(Protocol):
     def invocation(self, request: ChatRequest, *, binary: str, model: str,
                    workdir: Path, extra_args: Sequence[str] = ()) -> Invocation: ...
 
-    def parser(self) -> LineParser: ...
+    def parser(self, workdir: Path) -> LineParser:
+        """A fresh parser for one job; ``workdir`` is the spawn's temporary working directory
+        (vibe's ``export.json`` is read from there when it exits)."""
+        ...
 
     def spawn_env(self, proxy_env: Mapping[str, str]) -> dict[str, str]:
         """Variables this CLI always gets (e.g. ``DISABLE_AUTOUPDATER=1``) plus the credential

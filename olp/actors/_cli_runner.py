@@ -15,7 +15,7 @@ import trio
 from olp.ir import ChatRequest, Error, Event, is_content, is_terminal
 
 from . import _codes as codes
-from ._adapter import CapabilityMissing, CliAdapter
+from ._adapter import CapabilityMissing, CliAdapter, Invocation
 from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
 
@@ -102,15 +102,15 @@ class CliRunner:
         except CapabilityMissing as exc:
             return Error(code="CAPABILITY", category="client_error", message=str(exc),
                          status=400)
-        env = self.environment(home)
+        env = {**self.environment(home), **invocation.env}
         links = self.adapter.home_links(env, self.config.real_home)
-        _prepare_dirs(workdir, home, invocation.files, self.config.home_files, links)
+        _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
         spec = SpawnSpec(argv=invocation.argv, stdin=invocation.stdin, env=env, cwd=workdir)
         timeouts = self.config.timeouts
         started = trio.current_time()
         total_deadline = started + timeouts.total_s
         first_deadline = min(total_deadline, started + timeouts.first_output_s)
-        parser = self.adapter.parser()
+        parser = self.adapter.parser(workdir)
         try:
             async with self.spawner.open(spec) as proc:
                 content_seen = False
@@ -155,15 +155,17 @@ def _timeout_error(deadline: float, total_deadline: float, content_seen: bool,
     return Error(code=code, category="unavailable", message=message)
 
 
-def _prepare_dirs(workdir: Path, home: Path, files: Mapping[str, str],
+def _prepare_dirs(workdir: Path, home: Path, invocation: Invocation,
                   home_files: Mapping[str, str], links: Mapping[str, Path]) -> None:
     """Create the job's working directory and private home (a few small local writes)."""
     workdir.mkdir(mode=0o700)
     (home / "tmp").mkdir(mode=0o700, parents=True)
-    for name, text in files.items():
-        _write_private(workdir / name, text)
+    for name, text in invocation.files.items():
+        _write_private(_inside(workdir, name), text.encode())
+    for name, data in invocation.binary_files.items():
+        _write_private(_inside(workdir, name), data)
     for rel, text in home_files.items():
-        _write_private(_inside(home, rel), text)
+        _write_private(_inside(home, rel), text.encode())
     for rel, target in links.items():
         link = _inside(home, rel)
         link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -171,11 +173,11 @@ def _prepare_dirs(workdir: Path, home: Path, files: Mapping[str, str],
             link.symlink_to(target)
 
 
-def _write_private(path: Path, text: str) -> None:
+def _write_private(path: Path, data: bytes) -> None:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def _inside(root: Path, rel: str) -> Path:

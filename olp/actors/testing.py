@@ -148,7 +148,7 @@ class JsonLinesAdapter:
         return Invocation(argv=[binary, "--model", model, *extra_args],
                           stdin=prompt.encode(), files={"system.txt": "system"})
 
-    def parser(self) -> LineParser:
+    def parser(self, workdir: Path) -> LineParser:
         return _JsonLinesParser()
 
     def spawn_env(self, proxy_env: Mapping[str, str]) -> dict[str, str]:

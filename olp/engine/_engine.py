@@ -82,7 +82,7 @@ class Answer:
             event = self._pending.popleft()
         else:
             try:
-                event = await self._ticket.events.receive()
+                event = await self._ticket.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 event = _lost(self.hop)
             self._note(event)
@@ -139,7 +139,7 @@ async def _until_first_content(ticket: Ticket, hop: Hop) -> list[Event] | Error:
     prelude: list[Event] = []
     while True:
         try:
-            event = await ticket.events.receive()
+            event = await ticket.receive()
         except trio.EndOfChannel:
             return _lost(hop)
         if isinstance(event, Error):

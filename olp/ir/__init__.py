@@ -26,3 +26,4 @@ from ._request import Role as Role
 from ._request import TextPart as TextPart
 from ._request import ToolCall as ToolCall
 from ._request import ToolSpec as ToolSpec
+from ._source import EventSource as EventSource

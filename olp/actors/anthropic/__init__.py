@@ -23,7 +23,7 @@ class AnthropicAdapter:
         return build_invocation(request, binary=binary, model=model, workdir=workdir,
                                 extra_args=extra_args)
 
-    def parser(self) -> AnthropicParser:
+    def parser(self, workdir: Path) -> AnthropicParser:
         return AnthropicParser()
 
     def spawn_env(self, proxy_env: Mapping[str, str]) -> dict[str, str]:
