@@ -7,6 +7,7 @@ groups killed). A second signal cancels everything at once.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import signal
@@ -34,6 +35,17 @@ log = logging.getLogger("olp.server")
 ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter}
 
 
+def _adapters(environ: Mapping[str, str]) -> dict[str, type[CliAdapter]]:
+    """The built-in adapters, plus ``OLP_TEST_EXTRA_ADAPTERS`` (``name=module:Class,…``), a
+    seam for tests of providers still being built."""
+    adapters = dict(ADAPTERS)
+    for item in filter(None, environ.get("OLP_TEST_EXTRA_ADAPTERS", "").split(",")):
+        name, _, target = item.partition("=")
+        module, _, cls = target.partition(":")
+        adapters[name.strip()] = getattr(importlib.import_module(module.strip()), cls.strip())
+    return adapters
+
+
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
     logs.configure(settings.log_level)
@@ -47,9 +59,10 @@ def build_actors(settings: Settings, environ: Mapping[str, str]
     actors: dict[str, ProviderActor] = {}
     info: dict[str, dict[str, Any]] = {}
     spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
+    adapters = _adapters(environ)
     for name in settings.enabled_providers():
         provider = settings.provider(name)
-        adapter_cls = ADAPTERS.get(name)
+        adapter_cls = adapters.get(name)
         if provider.kind != "cli" or adapter_cls is None:
             log.warning("provider not available yet; skipped",
                         extra={"provider": name, "kind": provider.kind})
