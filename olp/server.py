@@ -19,14 +19,16 @@ from typing import Any
 
 import hypercorn.config
 import hypercorn.trio
+import msgspec
 import trio
 
 from olp import __version__, logs
 from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
 from olp.actors.anthropic import AnthropicAdapter
 from olp.config import Registry, Settings, load_registry, resolve_binary
-from olp.engine import Engine, Hop, Router
-from olp.http import Services, create_app
+from olp.engine import Engine, Ledger, SoftLimits
+from olp.http import HeaderPolicy, Services, create_app
+from olp.routing import Provider, build_router
 from olp.store import AsyncKeyStore, Database, KeyStore
 
 log = logging.getLogger("olp.server")
@@ -54,15 +56,18 @@ def run(settings: Settings) -> int:
 
 
 def build_actors(settings: Settings, environ: Mapping[str, str]
-                 ) -> tuple[dict[str, ProviderActor], dict[str, dict[str, Any]]]:
+                 ) -> tuple[dict[str, ProviderActor], dict[str, Provider],
+                            dict[str, dict[str, Any]]]:
     """An actor per enabled provider that can run here; the others are left out, loudly."""
     actors: dict[str, ProviderActor] = {}
+    providers: dict[str, Provider] = {}
     info: dict[str, dict[str, Any]] = {}
     spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
     adapters = _adapters(environ)
     for name in settings.enabled_providers():
         provider = settings.provider(name)
         adapter_cls = adapters.get(name)
+        providers[name] = Provider(provider, running=False, credentials=False)
         if provider.kind != "cli" or adapter_cls is None:
             log.warning("provider not available yet; skipped",
                         extra={"provider": name, "kind": provider.kind})
@@ -83,18 +88,15 @@ def build_actors(settings: Settings, environ: Mapping[str, str]
             log.warning("provider has no credentials; requests to it will fail with "
                         "AUTH_MISSING", extra={"provider": name, "hint": missing.message})
         actors[name] = ProviderActor(name, runner, max_concurrent=provider.max_concurrent)
-        info[name] = {"binary": binary, "credentials": missing is None}
-    return actors, info
+        providers[name] = Provider(provider, running=True, credentials=missing is None)
+        info[name] = {"binary": binary, "credentials": missing is None,
+                      "metered": provider.metered}
+    return actors, providers, info
 
 
-def build_router(settings: Settings, registry: Registry, providers: list[str]) -> Router:
-    def lookup(model: str) -> tuple[str, str] | None:
-        entry = registry.resolve(model)
-        return None if entry is None else (entry.provider, entry.model)
-
-    chains = {name: [Hop(e.provider, e.model, e.name or "") for e in entries]
-              for name, entries in settings.config.routing.chains.items()}
-    return Router(lookup, providers=providers, chains=chains)
+def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
+    return {name: SoftLimits(**msgspec.structs.asdict(block))
+            for name, block in settings.config.routing.soft_triggers.items()}
 
 
 def model_listing(registry: Registry, router_chains: list[str],
@@ -118,14 +120,16 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
             # Shown once, on stdout (logs go to stderr); only its hash is stored.
             print(f"OLP owner key (shown once, stored hashed): {new_owner_token}", flush=True)
         registry = await trio.to_thread.run_sync(load_registry)
-        actors, info = build_actors(settings, environ)
-        providers = list(actors)
+        actors, providers, info = build_actors(settings, environ)
         router = build_router(settings, registry, providers)
-        chains = list(settings.config.routing.chains)
+        engine = Engine(router, actors, ledger=Ledger(soft_limits(settings)))
         services = Services(
-            engine=Engine(router, actors), keys=keys,
-            models=partial(model_listing, registry, chains, providers),
+            engine=engine, keys=keys,
+            models=partial(model_listing, registry, list(router.chain_names), list(actors)),
             actors=actors, provider_info=info,
+            headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
+                                 frozenset(n for n, p in providers.items()
+                                           if p.settings.metered)),
             max_body_bytes=settings.config.server.max_body_bytes)
         app = create_app(services)
         await _serve_app(app, settings, actors, task_status)

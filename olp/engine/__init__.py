@@ -1,10 +1,19 @@
 """The fallback engine: routes a request along its chain of provider actors."""
 
+from ._budget import Ledger as Ledger
+from ._budget import SoftLimits as SoftLimits
+from ._detail import HopRecord as HopRecord
+from ._detail import detail_header as detail_header
 from ._engine import DEFAULT_ON as DEFAULT_ON
 from ._engine import Answer as Answer
 from ._engine import ChainFailed as ChainFailed
+from ._engine import Completion as Completion
 from ._engine import Engine as Engine
-from ._engine import HopFailure as HopFailure
+from ._engine import request_hash as request_hash
+from ._health import HealthBook as HealthBook
+from ._health import HealthPolicy as HealthPolicy
+from ._health import Skip as Skip
+from ._routes import Capabilities as Capabilities
 from ._routes import Hop as Hop
 from ._routes import Route as Route
 from ._routes import Router as Router

@@ -1,51 +1,164 @@
-"""The engine: sends a request to each hop's actor in turn until one produces content.
+"""The engine: walks a request's route hop by hop until one produces content.
 
 The first-chunk rule lives here: a request moves to the next hop only while no content
-(text or tool-call delta) has been handed back. Once :meth:`Engine.open` returns an
-:class:`Answer`, the caller owns that hop; a later failure is the caller's to report.
+(text or tool-call delta) has been handed back. Before spawning, a hop may be skipped
+(cooling down, circuit open, soft budget spent, missing capability); after a failure, the
+next hop is entered only if its ``on`` gate admits the failure's category. See
+``docs/adr/0005-fallback-engine.md``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import secrets
+import time
 from collections import deque
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
+import msgspec
 import trio
 
-from olp.actors import ProviderActor, Ticket
-from olp.ir import Category, ChatRequest, Error, Event, Start, Stop, is_content, is_terminal
+from olp.actors import ProviderActor
+from olp.ir import (
+    Category,
+    ChatRequest,
+    Error,
+    Event,
+    EventSource,
+    ImagePart,
+    Retrying,
+    Start,
+    Stop,
+    is_content,
+    is_terminal,
+)
 
+from ._budget import Ledger
+from ._detail import HopRecord, TriggerType
+from ._health import HealthBook, Skip
 from ._routes import Hop, Route, Router
 
 log = logging.getLogger("olp.engine")
 
-#: Categories that move a request to the next hop by default (BRIEF §4): an unclassifiable
-#: error advances; ``auth`` only where an entry opts in; ``client_error`` never.
+#: Categories that move a request into the next hop when the hop sets no ``on`` (BRIEF §4):
+#: an unclassifiable error advances; ``auth`` only where an entry opts in; ``client_error``
+#: never.
 DEFAULT_ON: frozenset[Category] = frozenset(
     {"usage_window", "billing", "rate_limited", "unavailable", "context_length", "unknown"})
-
-
-@dataclass(frozen=True, slots=True)
-class HopFailure:
-    index: int
-    hop: Hop
-    error: Error
+#: A CLI retrying for one of these is abandoned at once when another hop could answer.
+STORM_CATEGORIES: frozenset[Category] = frozenset({"usage_window", "rate_limited",
+                                                   "unavailable"})
 
 
 class ChainFailed(Exception):
-    """Every hop tried failed before content. ``first`` decides the response status."""
+    """No hop produced content. ``first`` (the first hop actually attempted, and its error)
+    decides the response; when every hop was skipped, ``retry_after_s`` is the soonest reset
+    and ``skip_codes`` says why."""
 
-    def __init__(self, route: Route, failures: list[HopFailure]) -> None:
+    def __init__(self, route: Route, records: list[HopRecord],
+                 first: tuple[Hop, Error] | None) -> None:
         super().__init__(f"{route.requested}: " + "; ".join(
-            f"{f.hop.name}: {f.error.code}" for f in failures))
+            f"{r.provider}:{r.code}" for r in records))
         self.route = route
-        self.failures = failures
+        self.records = records
+        self.first = first
+        resets = [r.retry_after_s for r in records
+                  if r.trigger_type == "soft" and r.retry_after_s is not None]
+        self.retry_after_s = min(resets) if resets else None
+        self.skip_codes = frozenset(r.code for r in records if r.trigger_type == "soft")
 
     @property
-    def first(self) -> HopFailure:
-        return self.failures[0]
+    def tried(self) -> list[str]:
+        """Providers actually attempted, in order (``X-OLP-Fallback-Exhausted``)."""
+        return [r.provider for r in self.records if r.trigger_type != "soft"]
+
+
+@dataclass(slots=True)
+class _Walk:
+    """One request's progress along its route: records, the first error, the gate."""
+
+    engine: Engine
+    route: Route
+    request: ChatRequest
+    chain_id: str = field(default_factory=lambda: secrets.token_hex(6))
+    records: list[HopRecord] = field(default_factory=list)
+    first: tuple[Hop, Error] | None = None
+    last: tuple[Hop, Error] | None = None
+    index: int = -1
+    stopped: bool = False
+
+    async def next_attempt(self) -> tuple[int, Hop, EventSource] | None:
+        """The next hop to try, submitted to its actor; ``None`` once the chain is done.
+        Hops that are skipped or gated out are recorded on the way."""
+        hops = self.route.hops
+        while not self.stopped and self.index + 1 < len(hops):
+            self.index += 1
+            hop = hops[self.index]
+            if self.last is not None and not self._gate_admits(hop):
+                return None
+            skip = self.engine.skip_reason(hop, self.request, after=self.last)
+            if skip is not None:
+                self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
+                             skip.retry_after_s)
+                continue
+            self.engine.ledger.record(hop.provider)
+            source = await self.engine.actors[hop.provider].submit(self.request, hop.model)
+            return self.index, hop, source
+        return None
+
+    def _gate_admits(self, hop: Hop) -> bool:
+        assert self.last is not None
+        error = self.last[1]
+        if error.category in (hop.on if hop.on is not None else DEFAULT_ON):
+            return True
+        self.stopped = True
+        last = self.records[-1]
+        trigger: TriggerType = "auth_missing" if error.code == "AUTH_MISSING" else "non_trigger"
+        self.records[-1] = HopRecord(last.hop, last.provider, last.model, last.code,
+                                     last.category, last.error_message, trigger,
+                                     last.retry_after_s)
+        return False
+
+    def viable_next(self, category: Category) -> bool:
+        """Whether some later hop would be entered after a failure of ``category``."""
+        return any(category in (h.on if h.on is not None else DEFAULT_ON)
+                   for h in self.route.hops[self.index + 1:])
+
+    def failed(self, hop: Hop, error: Error) -> None:
+        self.engine.health.record_failure(hop.provider, hop.model, error)
+        self.engine.changed()
+        if self.first is None:
+            self.first = (hop, error)
+        self.last = (hop, error)
+        trigger: TriggerType = "hard"
+        if error.category == "client_error":
+            trigger, self.stopped = "client_error", True
+        self._record(hop, error.code, error.category, error.message, trigger,
+                     error.retry_after_s)
+
+    def succeeded(self, hop: Hop) -> None:
+        self.engine.health.record_success(hop.provider)
+        self.engine.changed()
+
+    def interrupted(self, hop: Hop) -> None:
+        self.engine.health.abandon_probe(hop.provider)
+
+    def _record(self, hop: Hop, code: str, category: str, message: str,
+                trigger: TriggerType, retry_after_s: float | None) -> None:
+        self.records.append(HopRecord(self.index, hop.provider, hop.model, code, category,
+                                      message, trigger, retry_after_s))
+        nxt = self.route.hops[self.index + 1].provider \
+            if self.index + 1 < len(self.route.hops) and not self.stopped else None
+        log.info("hop", extra={
+            "event": "hop", "chain_id": self.chain_id, "hop": self.index,
+            "provider": hop.provider, "model": hop.model, "trigger_type": trigger,
+            "code": code, "category": category, "ir_request_hash": request_hash(self.request),
+            "next_provider": nxt})
+
+    def exhausted(self) -> ChainFailed:
+        return ChainFailed(self.route, self.records, self.first)
 
 
 class Answer:
@@ -55,14 +168,15 @@ class Answer:
     the job (sync, idempotent: call it in ``finally``).
     """
 
-    def __init__(self, route: Route, index: int, ticket: Ticket, prelude: list[Event],
-                 failures: list[HopFailure]) -> None:
-        self.route = route
+    def __init__(self, walk: _Walk, index: int, source: EventSource,
+                 prelude: list[Event]) -> None:
+        self.route = walk.route
         self.index = index
-        self.hop = route.hops[index]
-        self.failures = failures
+        self.hop = walk.route.hops[index]
+        self.records = walk.records
         self.model = self.hop.model
-        self._ticket = ticket
+        self.ignored_params = ignored_params(self.hop, walk.request)
+        self._source = source
         self._pending = deque(prelude)
         self._done = False
         for event in prelude:
@@ -82,7 +196,7 @@ class Answer:
             event = self._pending.popleft()
         else:
             try:
-                event = await self._ticket.receive()
+                event = await self._source.receive()
             except (trio.EndOfChannel, trio.ClosedResourceError):
                 event = _lost(self.hop)
             self._note(event)
@@ -92,15 +206,57 @@ class Answer:
         return event
 
     def close(self) -> None:
-        self._ticket.abandon()
+        self._source.abandon()
+
+
+@dataclass(slots=True)
+class Completion:
+    """A whole non-streamed answer: its events (ending in :class:`Stop`) and where it came
+    from. ``truncated``: every hop failed and this is the partial text of the first hop that
+    produced any (``finish_reason`` ``length``)."""
+
+    hop: Hop
+    index: int
+    events: list[Event]
+    records: list[HopRecord]
+    ignored_params: tuple[str, ...]
+    truncated: bool = False
+
+    @property
+    def model(self) -> str:
+        starts = [e.model for e in self.events if isinstance(e, Start)]
+        return starts[-1] if starts else self.hop.model
 
 
 class Engine:
     """Routes requests to provider actors, hop by hop, under the caller's cancellation."""
 
-    def __init__(self, router: Router, actors: Mapping[str, ProviderActor]) -> None:
+    def __init__(self, router: Router, actors: Mapping[str, ProviderActor], *,
+                 health: HealthBook | None = None, ledger: Ledger | None = None,
+                 on_change: Callable[[], None] | None = None) -> None:
         self.router = router
         self.actors = actors
+        self.health = health or HealthBook(clock=time.time)
+        self.ledger = ledger or Ledger()
+        self._on_change = on_change
+
+    def changed(self) -> None:
+        if self._on_change is not None:
+            self._on_change()
+
+    def skip_reason(self, hop: Hop, request: ChatRequest, *,
+                    after: tuple[Hop, Error] | None) -> Skip | None:
+        """Why ``hop`` must not be spawned for ``request`` now, or ``None``."""
+        if after is not None and after[1].category == "context_length":
+            before = after[0].context_window
+            if before is not None and hop.context_window is not None \
+                    and hop.context_window <= before:
+                return Skip("CONTEXT_WINDOW", f"{hop.name} has no larger context window "
+                            f"({hop.context_window} <= {before})", None)
+        missing = missing_capabilities(hop, request)
+        if missing and hop.unsupported == "skip":
+            return Skip("CAPABILITY", f"{hop.name} cannot take {', '.join(missing)}", None)
+        return self.ledger.check(hop.provider) or self.health.check(hop.provider, hop.model)
 
     async def open(self, request: ChatRequest) -> Answer:
         """Blocks until some hop produced content (or finished with none) and returns it.
@@ -109,46 +265,130 @@ class Engine:
         client went away), the hop in progress is abandoned: its process group is killed
         and its slot returned by its actor.
         """
-        route = self.router.resolve(request.model)
-        failures: list[HopFailure] = []
-        for index, hop in enumerate(route.hops):
-            ticket = await self.actors[hop.provider].submit(request, hop.model)
+        walk = _Walk(self, self.router.resolve(request.model), request)
+        while (attempt := await walk.next_attempt()) is not None:
+            index, hop, source = attempt
             try:
-                outcome = await _until_first_content(ticket, hop)
+                outcome = await _until_first_content(source, hop, walk)
             except BaseException:
-                ticket.abandon()
+                source.abandon()
+                walk.interrupted(hop)
                 raise
             if isinstance(outcome, list):
-                return Answer(route, index, ticket, outcome, failures)
-            ticket.abandon()
-            failures.append(HopFailure(index, hop, outcome))
-            nxt = route.hops[index + 1].name if index + 1 < len(route.hops) else None
-            advance = nxt is not None and outcome.category in DEFAULT_ON
-            log.info("hop failed", extra={"event": "hop", "hop": index, "provider": hop.provider,
-                                          "model": hop.model, "code": outcome.code,
-                                          "category": outcome.category,
-                                          "next_provider": nxt if advance else None})
-            if not advance:
-                break
-        raise ChainFailed(route, failures)
+                walk.succeeded(hop)
+                return Answer(walk, index, source, outcome)
+            source.abandon()
+            walk.failed(hop, outcome)
+        raise walk.exhausted()
+
+    async def complete(self, request: ChatRequest) -> Completion:
+        """The whole answer of the first hop that completes one. A hop that fails after
+        partial output is passed over like any other (the client has received nothing);
+        if every hop fails, the first partial answer is returned ``truncated``.
+
+        Raises like :meth:`open`; cancellation abandons the hop in progress.
+        """
+        walk = _Walk(self, self.router.resolve(request.model), request)
+        partial: Completion | None = None
+        while (attempt := await walk.next_attempt()) is not None:
+            index, hop, source = attempt
+            try:
+                first = await _until_first_content(source, hop, walk)
+                outcome = await _rest(source, hop, first) if isinstance(first, list) \
+                    else ([], first)
+            except BaseException:
+                source.abandon()
+                walk.interrupted(hop)
+                raise
+            source.abandon()
+            if isinstance(outcome, list):
+                walk.succeeded(hop)
+                return Completion(hop, index, outcome, walk.records,
+                                  ignored_params(hop, request))
+            events, error = outcome
+            walk.failed(hop, error)
+            if partial is None and any(is_content(e) for e in events):
+                partial = Completion(hop, index, [*events, Stop(finish_reason="length")],
+                                     walk.records, ignored_params(hop, request),
+                                     truncated=True)
+        if partial is not None:
+            return partial
+        raise walk.exhausted()
 
 
-async def _until_first_content(ticket: Ticket, hop: Hop) -> list[Event] | Error:
+async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
+                               ) -> list[Event] | Error:
     """The events up to and including the first content (or a content-less Stop), or the
-    hop's error."""
+    hop's error. A CLI retrying on its own for a cause another hop could avoid is
+    abandoned at once (a 429 otherwise takes claude minutes of retries)."""
     prelude: list[Event] = []
     while True:
         try:
-            event = await ticket.receive()
+            event = await source.receive()
         except trio.EndOfChannel:
             return _lost(hop)
         if isinstance(event, Error):
             return event
+        if (isinstance(event, Retrying) and event.category in STORM_CATEGORIES
+                and walk.viable_next(event.category)):
+            status = f" (HTTP {event.status})" if event.status else ""
+            return Error(code="RETRY_ABANDONED", category=event.category, status=event.status,
+                         message=f"{hop.provider} was retrying on its own{status}; "
+                                 "abandoned for the next hop")
         prelude.append(event)
         if is_content(event) or isinstance(event, Stop):
             return prelude
 
 
+async def _rest(source: EventSource, hop: Hop, events: list[Event]
+                ) -> list[Event] | tuple[list[Event], Error]:
+    """Collect the rest of a hop's answer: all events, or those before its error."""
+    while not is_terminal(events[-1]):
+        try:
+            event = await source.receive()
+        except trio.EndOfChannel:
+            event = _lost(hop)
+        if isinstance(event, Error):
+            return events, event
+        events.append(event)
+    return events
+
+
+def missing_capabilities(hop: Hop, request: ChatRequest) -> list[str]:
+    caps = hop.capabilities
+    missing = []
+    if request.tools and not caps.tools:
+        missing.append("tools")
+    if not caps.images and any(isinstance(p, ImagePart) for m in request.messages
+                               for p in m.content):
+        missing.append("images")
+    if request.response_format is not None and not caps.json_mode \
+            and request.response_format.get("type") != "text":
+        missing.append("response_format")
+    return missing
+
+
+def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
+    """Request parameters this hop cannot honour and answers without (named in
+    ``X-OLP-Ignored-Params``)."""
+    ignored = [] if hop.capabilities.sampling_params else list(request.sampling_params_set())
+    if hop.unsupported == "ignore" and request.tools and not hop.capabilities.tools:
+        ignored += ["tools", "tool_choice"] if request.tool_choice is not None else ["tools"]
+    return tuple(ignored)
+
+
+def request_hash(request: ChatRequest) -> str:
+    """A short stable digest of the IR request, for correlating logs (never the prompt)."""
+    return hashlib.sha256(msgspec.json.encode(request)).hexdigest()[:16]
+
+
+def _skip_category(skip: Skip) -> str:
+    return {"COOLDOWN": "usage_window", "CIRCUIT_OPEN": "unavailable",
+            "SOFT_TRIGGER": "usage_window", "CONCURRENCY_LIMIT": "unavailable"}.get(
+        skip.code, "client_error" if skip.code == "CAPABILITY" else "context_length")
+
+
 def _lost(hop: Hop) -> Error:
     return Error(code="JOB_LOST", category="unknown",
                  message=f"{hop.name} stopped without an answer")
+

@@ -4,4 +4,5 @@ from ._app import KeyAuthenticator as KeyAuthenticator
 from ._app import Principal as Principal
 from ._app import Services as Services
 from ._app import create_app as create_app
+from ._chat import HeaderPolicy as HeaderPolicy
 from ._errors import ApiError as ApiError

@@ -16,23 +16,15 @@ from werkzeug.exceptions import HTTPException
 
 from olp import __version__
 from olp.actors import ProviderActor
-from olp.engine import Answer, ChainFailed, Engine, UnknownModel
-from olp.ir import ChatRequest, Error
-from olp.ir.openai import (
-    ChunkEncoder,
-    CompletionBuilder,
-    InvalidRequest,
-    completion_id,
-    decode_chat_request,
-)
+from olp.engine import ChainFailed, Engine, UnknownModel
+from olp.ir.openai import InvalidRequest, decode_chat_request
 
-from ._errors import ApiError, upstream_error
-from ._sse import SseBody
+from . import _chat
+from ._errors import ApiError
 
 log = logging.getLogger("olp.http")
 
 JSON = "application/json"
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 class Principal(Protocol):
@@ -60,6 +52,7 @@ class Services:
     models: Callable[[], list[dict[str, Any]]]
     actors: Mapping[str, ProviderActor] = field(default_factory=dict)
     provider_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    headers: _chat.HeaderPolicy = field(default_factory=_chat.HeaderPolicy)
     max_body_bytes: int = 5 * 1024 * 1024
     started_at: float = field(default_factory=time.time)
 
@@ -109,6 +102,7 @@ def create_app(services: Services) -> QuartTrio:
                        "jobs_started": actor.statistics().jobs_started,
                        "jobs_refused": actor.statistics().jobs_refused}
                 for name, actor in services.actors.items()}
+            body["resilience"] = services.engine.health.snapshot()
         return _json(body)
 
     @app.get("/v1/models")
@@ -132,15 +126,21 @@ def create_app(services: Services) -> QuartTrio:
             raise ApiError(400, exc.message, "invalid_request_error", exc.code,
                            exc.param) from None
         try:
-            answer = await services.engine.open(chat)
+            if chat.stream:
+                return _chat.stream(chat, await services.engine.open(chat), services.headers)
+            return _chat.complete(chat, await services.engine.complete(chat), services.headers)
         except UnknownModel as exc:
             raise ApiError(404, str(exc), "invalid_request_error", "model_not_found",
                            "model") from None
         except ChainFailed as exc:
-            raise _exhausted(chat, exc) from None
-        if chat.stream:
-            return _stream(chat, answer)
-        return await _complete(chat, answer)
+            raise _chat.exhausted(chat, exc, services.headers) from None
+
+    @app.post("/v0/management/cooldowns/reset")
+    async def reset_cooldowns() -> Response:
+        _owner_only()
+        cleared = services.engine.health.reset()
+        services.engine.changed()
+        return _json({"reset": cleared})
 
     return app
 
@@ -154,79 +154,11 @@ def _token_from_headers() -> str | None:
     return key or None
 
 
+def _owner_only() -> None:
+    if g.principal.tier != "owner":
+        raise ApiError(403, "This endpoint is for the owner's key only.",
+                       "permission_error", "owner_only")
+
+
 def _json(body: Any, status: int = 200) -> Response:
     return Response(json.dumps(body), status=status, content_type=JSON)
-
-
-def _served_headers(chat: ChatRequest, answer: Answer) -> dict[str, str]:
-    return {
-        "X-OLP-Requested-Model": chat.model,
-        "X-OLP-Provider-Used": answer.hop.provider,
-        "X-OLP-Model-Used": answer.hop.model,
-        "X-OLP-Served-By": answer.hop.name,
-        "X-OLP-Fallback-Hops": str(answer.index),
-        "X-OLP-Cache": "bypass",
-        "X-OLP-Credential": "subscription",
-        "X-OLP-Latency-Ms": str(round((trio.current_time() - g.t0) * 1000)),
-    }
-
-
-def _exhausted(chat: ChatRequest, exc: ChainFailed) -> ApiError:
-    first = exc.first
-    error = upstream_error(first.error, provider=first.hop.provider, model=first.hop.model)
-    error.headers = {**error.headers,
-                     "X-OLP-Requested-Model": chat.model,
-                     "X-OLP-Provider-Used": first.hop.provider,
-                     "X-OLP-Model-Used": first.hop.model,
-                     "X-OLP-Fallback-Hops": str(len(exc.failures) - 1),
-                     "X-OLP-Cache": "bypass",
-                     "X-OLP-Fallback-Exhausted": ",".join(f.hop.provider for f in exc.failures),
-                     "X-OLP-Latency-Ms": str(round((trio.current_time() - g.t0) * 1000))}
-    _log_request(chat, first.hop.provider, first.hop.model, error.status, first.error.code)
-    return error
-
-
-def _stream(chat: ChatRequest, answer: Answer) -> Response:
-    encoder = ChunkEncoder(id=completion_id(), created=int(time.time()), model=answer.model,
-                           include_usage=chat.include_usage)
-    t0, key = g.t0, g.principal.name  # the request context is gone while the body streams
-
-    def on_end(outcome: str) -> None:
-        _log_request(chat, answer.hop.provider, answer.model, 200, outcome, key=key,
-                     seconds=trio.current_time() - t0)
-
-    headers = {**SSE_HEADERS, **_served_headers(chat, answer)}
-    response = Response(SseBody(answer, encoder, on_end), status=200, headers=headers,
-                        content_type="text/event-stream")
-    response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
-    return response
-
-
-async def _complete(chat: ChatRequest, answer: Answer) -> Response:
-    builder = CompletionBuilder(id=completion_id(), created=int(time.time()), model=answer.model)
-    terminal: Error | None = None
-    try:
-        async for event in answer:
-            builder.add(event)
-            if isinstance(event, Error):
-                terminal = event
-    finally:
-        answer.close()
-    if terminal is not None:
-        error = upstream_error(terminal, provider=answer.hop.provider, model=answer.hop.model)
-        error.headers = {**error.headers, **_served_headers(chat, answer)}
-        _log_request(chat, answer.hop.provider, answer.model, error.status, terminal.code)
-        raise error
-    _log_request(chat, answer.hop.provider, answer.model, 200, "ok")
-    return Response(builder.body(), status=200, content_type=JSON,
-                    headers=_served_headers(chat, answer))
-
-
-def _log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,
-                 *, key: str | None = None, seconds: float | None = None) -> None:
-    """One line per chat request: who, which hop, how it ended. Never the prompt."""
-    elapsed = seconds if seconds is not None else trio.current_time() - g.t0
-    log.info("chat completion", extra={
-        "event": "chat", "key": key or g.principal.name, "requested_model": chat.model,
-        "provider": provider, "model": model, "stream": chat.stream, "status": status,
-        "outcome": outcome, "ms": round(elapsed * 1000)})

@@ -14,7 +14,7 @@ from quart_trio import QuartTrio
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, Hang, JsonLinesAdapter, Line, Step, event_line
-from olp.engine import Engine, Router
+from olp.engine import Engine, Hop, Router
 from olp.http import Services, create_app
 from olp.ir import Error, Start, TextDelta, Usage
 
@@ -40,7 +40,7 @@ def make_app(script: Sequence[Step], *, max_body: int = 4096,
     spawner = FakeSpawner(lambda spec: script)
     actor = ProviderActor("anthropic", CliRunner(JsonLinesAdapter(), spawner, CliConfig(
         binary="claude", timeouts=timeouts, proxy_env={})), max_concurrent=1)
-    router = Router(lambda m: ("anthropic", "claude-sonnet-4-6") if m == "sonnet" else None,
+    router = Router(lambda m: Hop("anthropic", "claude-sonnet-4-6") if m == "sonnet" else None,
                     providers=["anthropic"])
     services = Services(engine=Engine(router, {"anthropic": actor}), keys=_Keys(),
                         models=lambda: [{"id": "sonnet", "object": "model"}],
@@ -124,9 +124,9 @@ async def test_failure_before_content_is_a_real_status(
         category: str, status: int, code: str) -> None:
     err = Error(code=category.upper(), category=category, message="why",  # type: ignore[arg-type]
                 status=422, retry_after_s=12.5)
-    app, actor, _ = make_app([Line(1, event_line(err)), Hang()])
-    await nursery.start(actor.run)
     for stream in (False, True):
+        app, actor, _ = make_app([Line(1, event_line(err)), Hang()])
+        await nursery.start(actor.run)
         resp = await app.test_client().post("/v1/chat/completions", headers=AUTH,
                                             json=body(stream=stream))
         assert resp.status_code == status
