@@ -1,4 +1,4 @@
-"""The ``olp`` command line: ``start`` and ``keys create|list|revoke``.
+"""The ``olp`` command line: ``start``, ``keys create|list|revoke``, ``cooldowns reset``.
 
 Commands run synchronously (blocking disk I/O is fine here, no event loop is running yet).
 Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.
@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import sys
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Sequence
 from typing import TextIO
 
 from olp.config import ConfigError, Settings, load_settings
-from olp.store import Database, KeyNameError, KeyRecord, KeyStore, StoreError
+from olp.store import (
+    HEALTH_STATE,
+    Database,
+    KeyNameError,
+    KeyRecord,
+    KeyStore,
+    StateStore,
+    StoreError,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -61,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id or name")
     revoke.add_argument("key", metavar="ID_OR_NAME")
     revoke.set_defaults(handler=_keys_revoke)
+
+    cooldowns = sub.add_parser("cooldowns", help="provider cooldowns and circuits")
+    cool_sub = cooldowns.add_subparsers(title="cooldown commands", metavar="ACTION",
+                                        required=True)
+    reset = cool_sub.add_parser("reset", help="forget every cooldown and open circuit")
+    reset.add_argument("--url", help="the running proxy (default: from OLP_BIND/OLP_PORT)")
+    reset.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
+    reset.set_defaults(handler=_cooldowns_reset)
     return parser
 
 
@@ -109,6 +128,31 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
         print(f"olp: no active key with id or name {args.key!r}", file=sys.stderr)
         return 1
     print(f"Revoked key {args.key}.")
+    return 0
+
+
+def _cooldowns_reset(settings: Settings, args: argparse.Namespace) -> int:
+    """Ask the running proxy to reset (it holds the live state); if none is running, clear
+    the state it saved, so the next start begins with every provider available."""
+    url = args.url or f"http://{settings.bind}:{settings.port}"
+    token = args.token or settings.owner_token
+    if token:
+        req = urllib.request.Request(f"{url.rstrip('/')}/v0/management/cooldowns/reset",
+                                     method="POST", headers={"Authorization": f"Bearer {token}"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                cleared = json.load(resp)["reset"]
+            print(f"Reset {cleared} cooldown(s) and circuit(s) on the running proxy at {url}.")
+            return 0
+        except urllib.error.HTTPError as exc:
+            print(f"olp: the proxy at {url} refused the reset: HTTP {exc.code}", file=sys.stderr)
+            return 1
+        except OSError:
+            pass  # not running: clear the saved state below
+    with Database(settings.db_path) as db:
+        StateStore(db).delete(HEALTH_STATE)
+    print(f"No proxy answered at {url}" + ("" if token else " (no owner token given)")
+          + "; cleared the saved cooldowns and circuits.")
     return 0
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
@@ -26,10 +27,10 @@ from olp import __version__, logs
 from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
 from olp.actors.anthropic import AnthropicAdapter
 from olp.config import Registry, Settings, load_registry, resolve_binary
-from olp.engine import Engine, Ledger, SoftLimits
+from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits
 from olp.http import HeaderPolicy, Services, create_app
 from olp.routing import Provider, build_router
-from olp.store import AsyncKeyStore, Database, KeyStore
+from olp.store import HEALTH_STATE, AsyncKeyStore, Database, KeyStore, StateStore
 
 log = logging.getLogger("olp.server")
 
@@ -94,6 +95,39 @@ def build_actors(settings: Settings, environ: Mapping[str, str]
     return actors, providers, info
 
 
+def health_policy(settings: Settings) -> HealthPolicy:
+    r = settings.config.routing.resilience
+    return HealthPolicy(usage_window_default_s=r.usage_window_default_s,
+                        usage_window_max_s=r.usage_window_max_s, billing_s=r.billing_s,
+                        failures=r.circuit_failures, window_s=r.circuit_window_s,
+                        probe_after_s=r.probe_after_s, probe_max_s=r.probe_max_s)
+
+
+class _Changes:
+    """A sync ``notify`` (callable from anywhere) and an async ``wait`` for the next one."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def notify(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = trio.Event()
+
+
+async def _persist_health(engine: Engine, state: StateStore, changes: _Changes) -> None:
+    """Save the cooldowns and circuits whenever they change (one write at a time), so a
+    restart keeps resting the providers that need it."""
+    saved_version = engine.health.version
+    while True:
+        await changes.wait()
+        if engine.health.version != saved_version:
+            saved_version = engine.health.version
+            await state.save_async(HEALTH_STATE, engine.health.snapshot())
+
+
 def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
     return {name: SoftLimits(**msgspec.structs.asdict(block))
             for name, block in settings.config.routing.soft_triggers.items()}
@@ -122,7 +156,14 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         registry = await trio.to_thread.run_sync(load_registry)
         actors, providers, info = build_actors(settings, environ)
         router = build_router(settings, registry, providers)
-        engine = Engine(router, actors, ledger=Ledger(soft_limits(settings)))
+        state = StateStore(db)
+        health = HealthBook(health_policy(settings), clock=time.time)
+        saved = await state.load_async(HEALTH_STATE)
+        if saved is not None:
+            health.restore(saved)
+        changes = _Changes()
+        engine = Engine(router, actors, health=health, ledger=Ledger(soft_limits(settings)),
+                        on_change=changes.notify)
         services = Services(
             engine=engine, keys=keys,
             models=partial(model_listing, registry, list(router.chain_names), list(actors)),
@@ -132,7 +173,10 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
                                            if p.settings.metered)),
             max_body_bytes=settings.config.server.max_body_bytes)
         app = create_app(services)
-        await _serve_app(app, settings, actors, task_status)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_persist_health, engine, state, changes)
+            await _serve_app(app, settings, actors, task_status)
+            nursery.cancel_scope.cancel(reason="stopped")
     finally:
         db.close()
 

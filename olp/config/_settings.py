@@ -114,10 +114,23 @@ class SoftTriggers(_Strict, frozen=True, kw_only=True):
     credit_pool_budget_tokens: _Count | None = None
 
 
+class ResilienceConfig(_Strict, frozen=True, kw_only=True):
+    """``routing.resilience``: cooldowns after usage-window/billing failures, and circuits."""
+
+    usage_window_default_s: _Positive = 900.0
+    usage_window_max_s: _Positive = 6 * 3600.0
+    billing_s: _Positive = 3600.0
+    circuit_failures: _Count = 3
+    circuit_window_s: _Positive = 60.0
+    probe_after_s: _Positive = 15.0
+    probe_max_s: _Positive = 300.0
+
+
 class RoutingConfig(_Strict, frozen=True, kw_only=True):
     chains: dict[str, tuple[ChainEntry, ...]] = msgspec.field(default_factory=dict)
     default_fallbacks: tuple[ChainEntry, ...] = ()
     soft_triggers: dict[str, SoftTriggers] = msgspec.field(default_factory=dict)
+    resilience: ResilienceConfig = msgspec.field(default_factory=ResilienceConfig)
 
 
 class StreamingConfig(_Strict, frozen=True, kw_only=True):
@@ -144,6 +157,7 @@ class _RawRouting(_Strict, frozen=True, kw_only=True):
     chains: dict[str, Any] = msgspec.field(default_factory=dict)
     default_fallbacks: tuple[ChainEntry, ...] = ()
     soft_triggers: dict[str, Any] = msgspec.field(default_factory=dict)
+    resilience: ResilienceConfig = msgspec.field(default_factory=ResilienceConfig)
 
 
 class _RawConfig(_Strict, frozen=True, kw_only=True):
@@ -296,7 +310,7 @@ def load_config(path: Path) -> Config:
     soft = {name: _convert(block, SoftTriggers, f"routing.soft_triggers.{name}", path)
             for name, block in raw.routing.soft_triggers.items()}
     routing = RoutingConfig(chains=chains, default_fallbacks=raw.routing.default_fallbacks,
-                            soft_triggers=soft)
+                            soft_triggers=soft, resilience=raw.routing.resilience)
     config = Config(auth=raw.auth, providers=ProvidersConfig(enabled=enabled, blocks=blocks),
                     routing=routing, streaming=raw.streaming, server=raw.server)
     _check(config, path)

@@ -36,6 +36,33 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     );
     CREATE UNIQUE INDEX api_keys_active_name ON api_keys (name) WHERE revoked_at IS NULL;
     """,
+    # 2: the response cache (olp.cache.CacheStore). One row per complete answer; `events` (the
+    # msgspec JSON of its IR event list) is the last column so scans of the small columns
+    # never touch its overflow pages.
+    """
+    CREATE TABLE cache_entries (
+        id           INTEGER PRIMARY KEY,
+        namespace    TEXT NOT NULL,          -- the API key the answer belongs to
+        key          TEXT NOT NULL,          -- olp.cache.cache_key(): hex SHA-256
+        provider     TEXT NOT NULL,
+        size         INTEGER NOT NULL,       -- len(events) in bytes
+        created_at   REAL NOT NULL,          -- wall clock; TTL counts from here
+        last_used_at REAL NOT NULL,          -- wall clock; LRU eviction order
+        events       BLOB NOT NULL,
+        UNIQUE (namespace, key)
+    );
+    CREATE INDEX cache_entries_lru ON cache_entries (last_used_at);
+    CREATE INDEX cache_entries_namespace_lru ON cache_entries (namespace, last_used_at);
+    CREATE INDEX cache_entries_created ON cache_entries (created_at);
+    """,
+    # 3: named JSON state that survives restarts (olp.store.StateStore): the engine's
+    # cooldowns and circuits.
+    """
+    CREATE TABLE state (
+        name  TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
 )
 
 
