@@ -31,6 +31,7 @@ from olp.ir import (
     Retrying,
     Start,
     Stop,
+    Usage,
     is_content,
     is_terminal,
 )
@@ -176,6 +177,7 @@ class Answer:
         self.records = walk.records
         self.model = self.hop.model
         self.ignored_params = ignored_params(self.hop, walk.request)
+        self._ledger = walk.engine.ledger
         self._source = source
         self._pending = deque(prelude)
         self._done = False
@@ -185,6 +187,8 @@ class Answer:
     def _note(self, event: Event) -> None:
         if isinstance(event, Start):
             self.model = event.model
+        elif isinstance(event, Usage):
+            self._ledger.add_tokens(self.hop.provider, event.total_tokens)
 
     def __aiter__(self) -> Answer:
         return self
@@ -303,6 +307,9 @@ class Engine:
             source.abandon()
             if isinstance(outcome, list):
                 walk.succeeded(hop)
+                for event in outcome:
+                    if isinstance(event, Usage):
+                        self.ledger.add_tokens(hop.provider, event.total_tokens)
                 return Completion(hop, index, outcome, walk.records,
                                   ignored_params(hop, request))
             events, error = outcome

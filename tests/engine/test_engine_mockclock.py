@@ -32,6 +32,7 @@ from olp.ir import (
     TextDelta,
     TextPart,
     ToolSpec,
+    Usage,
 )
 
 REQ = ChatRequest(model="chain", messages=(Message(role="user", content=(TextPart(text="q"),)),))
@@ -365,3 +366,18 @@ async def test_unknown_model_and_default_fallbacks(autojump_clock: trio.testing.
                                   Hop("b", "b-model")]})
     assert [h.provider for h in router.resolve("solo").hops] == ["a", "b"]
     assert [h.provider for h in router.resolve("x").hops] == ["a", "b"]  # deduplicated
+
+
+async def test_credit_pool_counts_the_tokens_answers_used(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    used = [Line(0.5, event_line(TextDelta(text="hi"))),
+            Line(0, event_line(Usage(prompt_tokens=600, completion_tokens=400))), Exit(0, 0)]
+    ledger = Ledger({"a": SoftLimits(credit_pool_percent_threshold=50,
+                                     credit_pool_budget_tokens=4000)}, clock=trio.current_time)
+    engine, _ = build({"a": [used], "b": [OK]}, ledger=ledger)
+    await start(engine, nursery)
+    assert await served_by(engine) == "a"  # 1000 tokens: 25 %
+    assert (await engine.complete(REQ)).hop.provider == "a"  # 2000 tokens: 50 %
+    answer = await engine.open(REQ)
+    assert answer.hop.provider == "b" and answer.records[0].code == "SOFT_TRIGGER"
+    answer.close()
