@@ -181,3 +181,30 @@ async def test_keys_and_errors_over_the_socket(tmp_path: Path) -> None:
             out = await in_thread(probe)
     assert "sonnet" in out["models"] and "claude-sonnet-4-6" in out["models"]
     assert out["param"]["param"] == "temperature"
+
+
+async def test_cli_killed_mid_stream_is_an_in_band_error_and_leaves_nothing(
+        tmp_path: Path) -> None:
+    import os
+    import signal
+
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", config(
+                tmp_path, "slow", FAKE_CLAUDE_DELAY_S="0.2")) as proxy:
+            def consume() -> tuple[list[str], Exception | None]:
+                texts: list[str] = []
+                try:
+                    for chunk in proxy.client().chat.completions.create(
+                            model="sonnet", messages=MESSAGES, stream=True):
+                        if chunk.choices and chunk.choices[0].delta.content:
+                            texts.append(chunk.choices[0].delta.content)
+                            if len(texts) == 2:  # mid-answer, the CLI is killed from outside
+                                os.kill(pids_from(tmp_path / "pids")[0], signal.SIGKILL)
+                except openai.APIError as exc:
+                    return texts, exc
+                return texts, None
+
+            texts, exc = await in_thread(consume)
+            assert len(texts) >= 2 and exc is not None
+            pids = pids_from(tmp_path / "pids")
+            assert await wait_until(lambda: not any(alive(p) for p in pids), within=1.0)
