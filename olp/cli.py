@@ -1,4 +1,4 @@
-"""The ``olp`` command line: ``start``, ``keys create|list|revoke``, ``cooldowns reset``.
+"""The ``olp`` command line: ``start``, ``keys``, ``doctor``, ``cooldowns reset``.
 
 Commands run synchronously (blocking disk I/O is fine here, no event loop is running yet).
 Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.
@@ -73,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("key", metavar="ID_OR_NAME")
     revoke.set_defaults(handler=_keys_revoke)
 
+    doctor = sub.add_parser("doctor", help="check each provider's binary, version and "
+                                           "credentials, with the fix for each problem")
+    doctor.add_argument("--probe", action="store_true",
+                        help="also send each usable provider one tiny request (uses quota)")
+    doctor.set_defaults(handler=_doctor)
+
     cooldowns = sub.add_parser("cooldowns", help="provider cooldowns and circuits")
     cool_sub = cooldowns.add_subparsers(title="cooldown commands", metavar="ACTION",
                                         required=True)
@@ -129,6 +135,12 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print(f"Revoked key {args.key}.")
     return 0
+
+
+def _doctor(settings: Settings, args: argparse.Namespace) -> int:
+    doctor = importlib.import_module("olp.doctor")  # lazily: it needs the actor stack
+    result: int = doctor.run(settings, probe=args.probe)
+    return result
 
 
 def _cooldowns_reset(settings: Settings, args: argparse.Namespace) -> int:

@@ -7,7 +7,6 @@ groups killed). A second signal cancels everything at once.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import signal
@@ -15,7 +14,6 @@ import sys
 import time
 from collections.abc import Mapping
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import hypercorn.config
@@ -23,31 +21,15 @@ import hypercorn.trio
 import msgspec
 import trio
 
-from olp import __version__, logs
-from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
-from olp.actors.anthropic import AnthropicAdapter
-from olp.config import Registry, Settings, load_registry, resolve_binary
+from olp import __version__, logs, providers
+from olp.actors import ProviderActor
+from olp.config import Registry, Settings, load_registry
 from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits
 from olp.http import HeaderPolicy, Services, create_app
-from olp.routing import Provider, build_router
+from olp.routing import build_router
 from olp.store import HEALTH_STATE, AsyncKeyStore, Database, KeyStore, StateStore
 
 log = logging.getLogger("olp.server")
-
-#: The CLI providers implemented so far, by built-in provider name.
-ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter}
-
-
-def _adapters(environ: Mapping[str, str]) -> dict[str, type[CliAdapter]]:
-    """The built-in adapters, plus ``OLP_TEST_EXTRA_ADAPTERS`` (``name=module:Class,…``), a
-    seam for tests of providers still being built."""
-    adapters = dict(ADAPTERS)
-    for item in filter(None, environ.get("OLP_TEST_EXTRA_ADAPTERS", "").split(",")):
-        name, _, target = item.partition("=")
-        module, _, cls = target.partition(":")
-        adapters[name.strip()] = getattr(importlib.import_module(module.strip()), cls.strip())
-    return adapters
-
 
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
@@ -56,43 +38,9 @@ def run(settings: Settings) -> int:
     return 0
 
 
-def build_actors(settings: Settings, environ: Mapping[str, str]
-                 ) -> tuple[dict[str, ProviderActor], dict[str, Provider],
-                            dict[str, dict[str, Any]]]:
-    """An actor per enabled provider that can run here; the others are left out, loudly."""
-    actors: dict[str, ProviderActor] = {}
-    providers: dict[str, Provider] = {}
-    info: dict[str, dict[str, Any]] = {}
-    spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
-    adapters = _adapters(environ)
-    for name in settings.enabled_providers():
-        provider = settings.provider(name)
-        adapter_cls = adapters.get(name)
-        providers[name] = Provider(provider, running=False, credentials=False)
-        if provider.kind != "cli" or adapter_cls is None:
-            log.warning("provider not available yet; skipped",
-                        extra={"provider": name, "kind": provider.kind})
-            continue
-        binary = resolve_binary(name, settings, environ)
-        if binary is None:
-            log.warning("provider binary not found; skipped (set providers.%s.binary or the "
-                        "OLP_*_BIN variable)", name, extra={"provider": name})
-            continue
-        t = provider.timeouts
-        runner = CliRunner(adapter_cls(), spawner, CliConfig(
-            binary=binary, env=provider.env, extra_args=provider.extra_args,
-            home_files=provider.home_files,
-            timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s),
-            real_home=Path(environ.get("HOME") or Path.home()), proxy_env=dict(environ)))
-        missing = runner.preflight()
-        if missing is not None:
-            log.warning("provider has no credentials; requests to it will fail with "
-                        "AUTH_MISSING", extra={"provider": name, "hint": missing.message})
-        actors[name] = ProviderActor(name, runner, max_concurrent=provider.max_concurrent)
-        providers[name] = Provider(provider, running=True, credentials=missing is None)
-        info[name] = {"binary": binary, "credentials": missing is None,
-                      "metered": provider.metered}
-    return actors, providers, info
+async def _probe_version(report: providers.Report) -> None:
+    assert report.binary is not None
+    report.version = await trio.to_thread.run_sync(providers.cli_version, report.binary)
 
 
 def health_policy(settings: Settings) -> HealthPolicy:
@@ -154,8 +102,13 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
             # Shown once, on stdout (logs go to stderr); only its hash is stored.
             print(f"OLP owner key (shown once, stored hashed): {new_owner_token}", flush=True)
         registry = await trio.to_thread.run_sync(load_registry)
-        actors, providers, info = build_actors(settings, environ)
-        router = build_router(settings, registry, providers)
+        runtime = providers.build(settings, environ)
+        actors = runtime.actors
+        async with trio.open_nursery() as probes:  # `--version` of each CLI, concurrently
+            for report in runtime.reports.values():
+                if report.binary is not None and report.name in actors:
+                    probes.start_soon(_probe_version, report)
+        router = build_router(settings, registry, runtime.providers)
         state = StateStore(db)
         health = HealthBook(health_policy(settings), clock=time.time)
         saved = await state.load_async(HEALTH_STATE)
@@ -167,10 +120,11 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         services = Services(
             engine=engine, keys=keys,
             models=partial(model_listing, registry, list(router.chain_names), list(actors)),
-            actors=actors, provider_info=info,
+            actors=actors,
+            provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
             headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
-                                 frozenset(n for n, p in providers.items()
-                                           if p.settings.metered)),
+                                 frozenset(n for n, r in runtime.reports.items()
+                                           if r.metered)),
             max_body_bytes=settings.config.server.max_body_bytes)
         app = create_app(services)
         async with trio.open_nursery() as nursery:

@@ -95,14 +95,16 @@ def create_app(services: Services) -> QuartTrio:
         body: dict[str, Any] = {"status": "ok", "version": __version__}
         if g.principal.tier == "owner":
             body["uptime_s"] = round(time.time() - services.started_at, 1)
+            resilience = services.engine.health.snapshot()
             body["providers"] = {
-                name: {**services.provider_info.get(name, {}),
-                       "in_flight": actor.statistics().in_flight,
-                       "max_concurrent": actor.statistics().max_concurrent,
-                       "jobs_started": actor.statistics().jobs_started,
-                       "jobs_refused": actor.statistics().jobs_refused}
+                name: {**services.provider_info.get(name, {}), **_actor_stats(actor),
+                       "cooling": [c for c in resilience["cooldowns"] if c["provider"] == name],
+                       "circuit_open": any(c["provider"] == name
+                                           for c in resilience["circuits"])}
                 for name, actor in services.actors.items()}
-            body["resilience"] = services.engine.health.snapshot()
+            for name, info in services.provider_info.items():
+                body["providers"].setdefault(name, {**info, "running": False})
+            body["resilience"] = resilience
         return _json(body)
 
     @app.get("/v1/models")
@@ -152,6 +154,13 @@ def _token_from_headers() -> str | None:
         return value.strip()
     key = request.headers.get("x-api-key", "").strip()
     return key or None
+
+
+def _actor_stats(actor: ProviderActor) -> dict[str, Any]:
+    stats = actor.statistics()
+    return {"running": True, "in_flight": stats.in_flight,
+            "max_concurrent": stats.max_concurrent, "jobs_started": stats.jobs_started,
+            "jobs_refused": stats.jobs_refused}
 
 
 def _owner_only() -> None:

@@ -1,0 +1,84 @@
+"""``olp doctor``: each provider's binary, version, credentials and state, with the fix for
+every problem found; ``--probe`` also sends each usable provider one tiny request."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TextIO
+
+import trio
+
+from olp import providers
+from olp.config import Settings
+from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
+
+PROBE = ChatRequest(model="probe", messages=(
+    Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
+
+
+def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
+    """Print the report; 0 when at least one provider is usable (and, with ``probe``,
+    answered), else 1."""
+    logging.disable(logging.WARNING)  # the report says it all; no log lines in between
+    try:
+        runtime = providers.build(settings, os.environ)
+    finally:
+        logging.disable(logging.NOTSET)
+    usable = [r for r in runtime.reports.values() if r.usable]
+    for report in runtime.reports.values():
+        if report.binary is not None:
+            report.version = providers.cli_version(report.binary)
+        state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
+        print(f"{report.name:<10} {state:<9} kind={report.kind}"
+              f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}",
+              file=out)
+        if report.binary:
+            print(f"  binary:      {report.binary} ({report.version or 'version unknown'})",
+                  file=out)
+        if report.enabled and report.kind == "cli" and report.binary:
+            print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
+        for problem, fix in zip(report.problems, report.fixes, strict=True):
+            print(f"  problem:     {problem}\n  fix:         {fix}", file=out)
+    if probe and usable:
+        results = trio.run(_probe_all, runtime, [r.name for r in usable])
+        for name, outcome in results.items():
+            print(f"probe {name:<10} {outcome}", file=out)
+        return 0 if any(o.startswith("ok") for o in results.values()) else 1
+    return 0 if usable else 1
+
+
+async def _probe_all(runtime: providers.Runtime, names: list[str]) -> dict[str, str]:
+    results: dict[str, str] = {}
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            await nursery.start(runtime.actors[name].run)
+        async with trio.open_nursery() as probes:
+            for name in names:
+                probes.start_soon(_probe, runtime, name, results)
+        nursery.cancel_scope.cancel()
+    return results
+
+
+async def _probe(runtime: providers.Runtime, name: str, results: dict[str, str]) -> None:
+    model = runtime.providers[name].settings.name
+    default = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5.4-mini",
+               "mistral": "devstral-small-2-25-12"}.get(name, model)
+    ticket = await runtime.actors[name].submit(PROBE, default)
+    text, usage = "", None
+    try:
+        with trio.move_on_after(180):
+            async for event in ticket.events:
+                if isinstance(event, TextDelta):
+                    text += event.text
+                elif isinstance(event, Usage):
+                    usage = event
+                elif isinstance(event, Error):
+                    results[name] = f"FAILED {event.code} ({event.category}): {event.message}"
+                    return
+        if name not in results:
+            tokens = f", {usage.total_tokens} tokens" if usage else ""
+            results[name] = f"ok: {text.strip()[:40]!r}{tokens}" if text else "FAILED: timeout"
+    finally:
+        ticket.abandon()

@@ -1,0 +1,143 @@
+"""The providers this proxy can run: adapters by name, what each needs, and what is wrong.
+
+Used by ``olp start`` (to build the actors), ``/health`` and ``olp doctor`` (to say, for
+each provider, whether its binary and credentials were found and how to fix what is not).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
+from olp.actors.anthropic import AnthropicAdapter
+from olp.config import DEFAULT_COMMANDS, ProviderSettings, Settings, resolve_binary
+from olp.routing import Provider
+
+log = logging.getLogger("olp.providers")
+
+#: The CLI providers implemented so far, by built-in provider name.
+ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter}
+#: How to install each CLI, for the fixes ``olp doctor`` prints.
+INSTALL = {"anthropic": "npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
+           "openai": "npm install -g @openai/codex, then run `codex login`",
+           "mistral": "pipx install mistral-vibe (Python >= 3.12), then run `vibe` and set "
+                      "your API key"}
+
+
+def adapters(environ: Mapping[str, str]) -> dict[str, type[CliAdapter]]:
+    """The built-in adapters, plus ``OLP_TEST_EXTRA_ADAPTERS`` (``name=module:Class,…``), a
+    seam for tests of providers still being built."""
+    found = dict(ADAPTERS)
+    for item in filter(None, environ.get("OLP_TEST_EXTRA_ADAPTERS", "").split(",")):
+        name, _, target = item.partition("=")
+        module, _, cls = target.partition(":")
+        found[name.strip()] = getattr(importlib.import_module(module.strip()), cls.strip())
+    return found
+
+
+@dataclass(slots=True)
+class Report:
+    """One provider as ``/health`` and ``olp doctor`` show it."""
+
+    name: str
+    kind: str
+    enabled: bool
+    metered: bool
+    max_concurrent: int
+    binary: str | None = None
+    version: str | None = None
+    credentials: bool = False
+    problems: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "enabled": self.enabled, "metered": self.metered,
+                "binary": self.binary, "version": self.version,
+                "credentials": self.credentials, "problems": self.problems}
+
+
+@dataclass(slots=True)
+class Runtime:
+    actors: dict[str, ProviderActor]
+    providers: dict[str, Provider]
+    reports: dict[str, Report]
+
+
+def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
+    """An actor per enabled provider that can run here; the others are reported, loudly."""
+    runtime = Runtime({}, {}, {})
+    spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
+    found = adapters(environ)
+    for name in settings.provider_names():
+        provider = settings.provider(name)
+        report = Report(name, provider.kind, provider.enabled, provider.metered,
+                        provider.max_concurrent)
+        runtime.reports[name] = report
+        runtime.providers[name] = Provider(provider, running=False, credentials=False)
+        if not provider.enabled:
+            continue
+        runner = _cli_runner(name, provider, settings, environ, found, spawner, report)
+        if runner is None:
+            for problem in report.problems:
+                log.warning("provider skipped: %s", problem, extra={"provider": name})
+            continue
+        if not report.credentials:
+            log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
+                        extra={"provider": name, "fix": report.fixes[-1]})
+        runtime.actors[name] = ProviderActor(name, runner,
+                                             max_concurrent=provider.max_concurrent)
+        runtime.providers[name] = Provider(provider, running=True,
+                                           credentials=report.credentials)
+    return runtime
+
+
+def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
+                environ: Mapping[str, str], found: Mapping[str, type[CliAdapter]],
+                spawner: ProcessSpawner, report: Report) -> CliRunner | None:
+    adapter_cls = found.get(name)
+    if provider.kind != "cli" or adapter_cls is None:
+        report.problems.append(f"{provider.kind} provider `{name}` is not supported yet")
+        report.fixes.append(f"disable it: \"providers\": {{\"enabled\": {{\"{name}\": false}}}}")
+        return None
+    binary = resolve_binary(name, settings, environ)
+    report.binary = binary
+    if binary is None:
+        command = provider.binary or DEFAULT_COMMANDS.get(name, name)
+        report.problems.append(f"`{command}` not found on PATH")
+        report.fixes.append(f"{INSTALL.get(name, 'install it')}; or set "
+                            f"providers.{name}.binary")
+        return None
+    t = provider.timeouts
+    runner = CliRunner(adapter_cls(), spawner, CliConfig(
+        binary=binary, env=provider.env, extra_args=provider.extra_args,
+        home_files=provider.home_files,
+        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s),
+        real_home=Path(environ.get("HOME") or Path.home()), proxy_env=dict(environ)))
+    missing = runner.preflight()
+    report.credentials = missing is None
+    if missing is not None:
+        report.problems.append("no credentials found")
+        report.fixes.append(missing.message)
+    return runner
+
+
+def cli_version(binary: str) -> str | None:
+    """``<binary> --version``'s first line, or ``None`` (blocks up to 20 s: call it from a
+    worker thread)."""
+    try:
+        done = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                              timeout=20, stdin=subprocess.DEVNULL, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    return lines[0][:80] if done.returncode == 0 and lines else None

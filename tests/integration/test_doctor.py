@@ -1,0 +1,43 @@
+"""`olp doctor`: what is missing and how to fix it; `--probe` sends one real request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from olp_harness import FAKE_CLAUDE
+
+
+def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/bin:/bin"
+           ) -> subprocess.CompletedProcess[str]:
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "config.json").write_text(json.dumps(config))
+    env = {"PATH": path, "HOME": str(home), "OLP_HOME": str(home)}
+    return subprocess.run([sys.executable, "-m", "olp", "doctor", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_reports_missing_binaries_with_the_fix(tmp_path: Path) -> None:
+    done = doctor(tmp_path / "home", {"providers": {"enabled": {"openai": False,
+                                                                "mistral": False}}})
+    assert done.returncode == 1
+    assert "anthropic  PROBLEM" in done.stdout and "`claude` not found on PATH" in done.stdout
+    assert "npm install -g @anthropic-ai/claude-code" in done.stdout
+    assert "openai     disabled" in done.stdout
+    assert done.stderr == ""
+
+
+def test_missing_credentials_then_a_probe_through_the_fake(tmp_path: Path) -> None:
+    base = {"providers": {"enabled": {"openai": False, "mistral": False},
+                          "anthropic": {"binary": str(FAKE_CLAUDE)}}}
+    done = doctor(tmp_path / "a", base, path=os.environ["PATH"])
+    assert done.returncode == 1 and "credentials: missing" in done.stdout
+    assert "ANTHROPIC_API_KEY" in done.stdout  # the fix names what to set
+    base["providers"]["anthropic"]["env"] = {"ANTHROPIC_API_KEY": "sk-fake"}  # type: ignore
+    done = doctor(tmp_path / "b", base, "--probe", path=os.environ["PATH"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "anthropic  ok" in done.stdout
+    assert "probe anthropic  ok: 'Hello from the mock upstream.', 32 tokens" in done.stdout
