@@ -1,4 +1,4 @@
-"""The ``olp`` command line: ``start``, ``keys``, ``doctor``, ``cooldowns reset``.
+"""The ``olp`` command line: ``start``, ``keys``, ``doctor``, ``cooldowns``, ``cache``.
 
 Commands run synchronously (blocking disk I/O is fine here, no event loop is running yet).
 Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.
@@ -13,9 +13,12 @@ import os
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
+
+import trio
 
 from olp.config import ConfigError, Settings, load_settings
 from olp.store import (
@@ -46,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"olp: configuration error: {exc}", file=sys.stderr)
         return 2
-    except StoreError as exc:
+    except (StoreError, _Refused) as exc:
         print(f"olp: {exc}", file=sys.stderr)
         return 1
 
@@ -83,9 +86,18 @@ def _parser() -> argparse.ArgumentParser:
     cool_sub = cooldowns.add_subparsers(title="cooldown commands", metavar="ACTION",
                                         required=True)
     reset = cool_sub.add_parser("reset", help="forget every cooldown and open circuit")
-    reset.add_argument("--url", help="the running proxy (default: from OLP_BIND/OLP_PORT)")
-    reset.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
     reset.set_defaults(handler=_cooldowns_reset)
+
+    cache = sub.add_parser("cache", help="the response cache")
+    cache_sub = cache.add_subparsers(title="cache commands", metavar="ACTION", required=True)
+    stats = cache_sub.add_parser("stats", help="hits, misses, entries, size")
+    stats.set_defaults(handler=_cache_stats)
+    clear = cache_sub.add_parser("clear", help="delete cached answers")
+    clear.add_argument("--key", help="only this API key's answers (its id)")
+    clear.set_defaults(handler=_cache_clear)
+    for command in (reset, stats, clear):
+        command.add_argument("--url", help="the running proxy (default: OLP_BIND/OLP_PORT)")
+        command.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
     return parser
 
 
@@ -143,29 +155,78 @@ def _doctor(settings: Settings, args: argparse.Namespace) -> int:
     return result
 
 
+class _Refused(Exception):
+    pass
+
+
+def _owner_call(settings: Settings, args: argparse.Namespace, method: str,
+                path: str) -> dict[str, Any] | None:
+    """Call the running proxy's owner endpoint; ``None`` when no proxy answers (or no owner
+    token is known). Raises :class:`_Refused` when it answers with an error status."""
+    url = (args.url or f"http://{settings.bind}:{settings.port}").rstrip("/")
+    token = args.token or settings.owner_token
+    if not token:
+        return None
+    req = urllib.request.Request(f"{url}{path}", method=method,
+                                 headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body: dict[str, Any] = json.load(resp)
+            return body
+    except urllib.error.HTTPError as exc:
+        raise _Refused(f"the proxy at {url} refused: HTTP {exc.code}") from None
+    except OSError:
+        return None
+
+
 def _cooldowns_reset(settings: Settings, args: argparse.Namespace) -> int:
     """Ask the running proxy to reset (it holds the live state); if none is running, clear
     the state it saved, so the next start begins with every provider available."""
-    url = args.url or f"http://{settings.bind}:{settings.port}"
-    token = args.token or settings.owner_token
-    if token:
-        req = urllib.request.Request(f"{url.rstrip('/')}/v0/management/cooldowns/reset",
-                                     method="POST", headers={"Authorization": f"Bearer {token}"})
-        try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                cleared = json.load(resp)["reset"]
-            print(f"Reset {cleared} cooldown(s) and circuit(s) on the running proxy at {url}.")
-            return 0
-        except urllib.error.HTTPError as exc:
-            print(f"olp: the proxy at {url} refused the reset: HTTP {exc.code}", file=sys.stderr)
-            return 1
-        except OSError:
-            pass  # not running: clear the saved state below
+    body = _owner_call(settings, args, "POST", "/v0/management/cooldowns/reset")
+    if body is not None:
+        print(f"Reset {body['reset']} cooldown(s) and circuit(s) on the running proxy.")
+        return 0
     with Database(settings.db_path) as db:
         StateStore(db).delete(HEALTH_STATE)
-    print(f"No proxy answered at {url}" + ("" if token else " (no owner token given)")
-          + "; cleared the saved cooldowns and circuits.")
+    print("No proxy answered; cleared the saved cooldowns and circuits.")
     return 0
+
+
+def _cache_stats(settings: Settings, args: argparse.Namespace) -> int:
+    body = _owner_call(settings, args, "GET", "/cache/stats")
+    if body is None:  # not running: what is on disk (hit counts live in the proxy)
+        with Database(settings.db_path) as db:
+            stats = trio.run(_store(settings, db).stats)
+        body = {"entries": stats.entries, "bytes": stats.bytes,
+                "providers": {n: {"entries": p.entries, "bytes": p.bytes}
+                              for n, p in stats.providers.items()}}
+    for key in ("hits", "misses", "writes", "in_flight", "entries", "bytes"):
+        if key in body:
+            print(f"{key:<10} {body[key]}")
+    for name, p in body.get("providers", {}).items():
+        print(f"provider {name}: {p['entries']} entries, {p['bytes']} bytes")
+    return 0
+
+
+def _cache_clear(settings: Settings, args: argparse.Namespace) -> int:
+    query = f"?key={urllib.parse.quote(str(args.key))}" if args.key else ""
+    body = _owner_call(settings, args, "DELETE", f"/cache{query}")
+    if body is None:
+        with Database(settings.db_path) as db:
+            deleted = trio.run(_store(settings, db).clear, args.key)
+    else:
+        deleted = body["deleted"]
+    print(f"Deleted {deleted} cached answer(s).")
+    return 0
+
+
+def _store(settings: Settings, db: Database) -> Any:
+    from olp.cache import CacheStore  # lazily: the cache pulls in the IR
+
+    c = settings.config.cache
+    return CacheStore(db, ttl_s=c.ttl_s, max_entry_bytes=c.max_entry_bytes,
+                      max_total_bytes=c.max_total_bytes,
+                      max_entries_per_namespace=c.max_entries_per_key)
 
 
 def _table(records: Sequence[KeyRecord], out: TextIO) -> None:

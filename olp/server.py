@@ -23,8 +23,9 @@ import trio
 
 from olp import __version__, logs, providers
 from olp.actors import ProviderActor
+from olp.cache import CacheStore, Singleflight
 from olp.config import Registry, Settings, load_registry
-from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits
+from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
 from olp.http import HeaderPolicy, Services, create_app
 from olp.routing import build_router
 from olp.store import HEALTH_STATE, AsyncKeyStore, Database, KeyStore, StateStore
@@ -41,6 +42,15 @@ def run(settings: Settings) -> int:
 async def _probe_version(report: providers.Report) -> None:
     assert report.binary is not None
     report.version = await trio.to_thread.run_sync(providers.cli_version, report.binary)
+
+
+def cache_store(settings: Settings, db: Database) -> CacheStore | None:
+    c = settings.config.cache
+    if not c.enabled:
+        return None
+    return CacheStore(db, ttl_s=c.ttl_s, max_entry_bytes=c.max_entry_bytes,
+                      max_total_bytes=c.max_total_bytes,
+                      max_entries_per_namespace=c.max_entries_per_key)
 
 
 def health_policy(settings: Settings) -> HealthPolicy:
@@ -115,12 +125,15 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         if saved is not None:
             health.restore(saved)
         changes = _Changes()
+        cache = cache_store(settings, db)
+        flights = Singleflight(max_buffer=settings.config.cache.max_client_buffer_events)
         engine = Engine(router, actors, health=health, ledger=Ledger(soft_limits(settings)),
+                        sources=Sources(cache, flights if cache is not None else None),
                         on_change=changes.notify)
         services = Services(
             engine=engine, keys=keys,
             models=partial(model_listing, registry, list(router.chain_names), list(actors)),
-            actors=actors,
+            actors=actors, cache=cache, flights=flights,
             provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
             headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
                                  frozenset(n for n, r in runtime.reports.items()
@@ -129,6 +142,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         app = create_app(services)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_persist_health, engine, state, changes)
+            await nursery.start(flights.run)
             await _serve_app(app, settings, actors, task_status)
             nursery.cancel_scope.cancel(reason="stopped")
     finally:

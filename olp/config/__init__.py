@@ -19,6 +19,7 @@ from ._settings import DEFAULT_PORT as DEFAULT_PORT
 from ._settings import DEFAULT_TIMEOUTS as DEFAULT_TIMEOUTS
 from ._settings import HTTP_TIMEOUTS as HTTP_TIMEOUTS
 from ._settings import AuthConfig as AuthConfig
+from ._settings import CacheConfig as CacheConfig
 from ._settings import ChainEntry as ChainEntry
 from ._settings import Config as Config
 from ._settings import ConfigError as ConfigError

@@ -137,6 +137,17 @@ class StreamingConfig(_Strict, frozen=True, kw_only=True):
     heartbeat_interval_ms: Annotated[int, msgspec.Meta(ge=0)] = 0
 
 
+class CacheConfig(_Strict, frozen=True, kw_only=True):
+    """``cache``: complete answers, per API key, in ``$OLP_HOME/olp.db``."""
+
+    enabled: bool = True
+    ttl_s: _Positive = 86400.0
+    max_entry_bytes: _Count = 1024 * 1024
+    max_total_bytes: _Count = 256 * 1024 * 1024
+    max_entries_per_key: _Count = 2000
+    max_client_buffer_events: _Count = 256
+
+
 class ServerConfig(_Strict, frozen=True, kw_only=True):
     max_body_bytes: _Count = 5 * 1024 * 1024
     drain_grace_s: _NonNegative = 30.0
@@ -151,6 +162,7 @@ class Config(_Strict, frozen=True, kw_only=True):
     routing: RoutingConfig = msgspec.field(default_factory=RoutingConfig)
     streaming: StreamingConfig = msgspec.field(default_factory=StreamingConfig)
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
 
 
 class _RawRouting(_Strict, frozen=True, kw_only=True):
@@ -169,6 +181,7 @@ class _RawConfig(_Strict, frozen=True, kw_only=True):
     routing: _RawRouting = msgspec.field(default_factory=_RawRouting)
     streaming: StreamingConfig = msgspec.field(default_factory=StreamingConfig)
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -312,7 +325,8 @@ def load_config(path: Path) -> Config:
     routing = RoutingConfig(chains=chains, default_fallbacks=raw.routing.default_fallbacks,
                             soft_triggers=soft, resilience=raw.routing.resilience)
     config = Config(auth=raw.auth, providers=ProvidersConfig(enabled=enabled, blocks=blocks),
-                    routing=routing, streaming=raw.streaming, server=raw.server)
+                    routing=routing, streaming=raw.streaming, server=raw.server,
+                    cache=raw.cache)
     _check(config, path)
     return config
 

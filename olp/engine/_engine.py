@@ -40,6 +40,7 @@ from ._budget import Ledger
 from ._detail import HopRecord, TriggerType
 from ._health import HealthBook, Skip
 from ._routes import Hop, Route, Router
+from ._sources import NO_CONTEXT, CacheStatus, RequestContext, Sources
 
 log = logging.getLogger("olp.engine")
 
@@ -83,6 +84,7 @@ class _Walk:
     engine: Engine
     route: Route
     request: ChatRequest
+    context: RequestContext
     chain_id: str = field(default_factory=lambda: secrets.token_hex(6))
     records: list[HopRecord] = field(default_factory=list)
     first: tuple[Hop, Error] | None = None
@@ -90,8 +92,8 @@ class _Walk:
     index: int = -1
     stopped: bool = False
 
-    async def next_attempt(self) -> tuple[int, Hop, EventSource] | None:
-        """The next hop to try, submitted to its actor; ``None`` once the chain is done.
+    async def next_attempt(self) -> _Attempt | None:
+        """The next hop to try, with its event source; ``None`` once the chain is done.
         Hops that are skipped or gated out are recorded on the way."""
         hops = self.route.hops
         while not self.stopped and self.index + 1 < len(hops):
@@ -104,9 +106,11 @@ class _Walk:
                 self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
                              skip.retry_after_s)
                 continue
-            self.engine.ledger.record(hop.provider)
-            source = await self.engine.actors[hop.provider].submit(self.request, hop.model)
-            return self.index, hop, source
+            source, status = await self.engine.sources.open(
+                self.engine.actors[hop.provider], hop, self.request, self.context)
+            if status in ("miss", "bypass"):
+                self.engine.ledger.record(hop.provider)
+            return _Attempt(self.index, hop, source, status)
         return None
 
     def _gate_admits(self, hop: Hop) -> bool:
@@ -127,9 +131,11 @@ class _Walk:
         return any(category in (h.on if h.on is not None else DEFAULT_ON)
                    for h in self.route.hops[self.index + 1:])
 
-    def failed(self, hop: Hop, error: Error) -> None:
-        self.engine.health.record_failure(hop.provider, hop.model, error)
-        self.engine.changed()
+    def failed(self, attempt: _Attempt, error: Error) -> None:
+        hop = attempt.hop
+        if attempt.spawned:  # a joined flight's failure was the leader's to record
+            self.engine.health.record_failure(hop.provider, hop.model, error)
+            self.engine.changed()
         if self.first is None:
             self.first = (hop, error)
         self.last = (hop, error)
@@ -139,12 +145,14 @@ class _Walk:
         self._record(hop, error.code, error.category, error.message, trigger,
                      error.retry_after_s)
 
-    def succeeded(self, hop: Hop) -> None:
-        self.engine.health.record_success(hop.provider)
-        self.engine.changed()
+    def succeeded(self, attempt: _Attempt) -> None:
+        if attempt.spawned:
+            self.engine.health.record_success(attempt.hop.provider)
+            self.engine.changed()
 
-    def interrupted(self, hop: Hop) -> None:
-        self.engine.health.abandon_probe(hop.provider)
+    def interrupted(self, attempt: _Attempt) -> None:
+        if attempt.spawned:
+            self.engine.health.abandon_probe(attempt.hop.provider)
 
     def _record(self, hop: Hop, code: str, category: str, message: str,
                 trigger: TriggerType, retry_after_s: float | None) -> None:
@@ -162,6 +170,18 @@ class _Walk:
         return ChainFailed(self.route, self.records, self.first)
 
 
+@dataclass(frozen=True, slots=True)
+class _Attempt:
+    index: int
+    hop: Hop
+    source: EventSource
+    cache: CacheStatus
+
+    @property
+    def spawned(self) -> bool:
+        return self.cache in ("miss", "bypass")
+
+
 class Answer:
     """A hop's stream whose first content (or a content-less :class:`Stop`) is in hand.
 
@@ -169,16 +189,16 @@ class Answer:
     the job (sync, idempotent: call it in ``finally``).
     """
 
-    def __init__(self, walk: _Walk, index: int, source: EventSource,
-                 prelude: list[Event]) -> None:
+    def __init__(self, walk: _Walk, attempt: _Attempt, prelude: list[Event]) -> None:
         self.route = walk.route
-        self.index = index
-        self.hop = walk.route.hops[index]
+        self.index = attempt.index
+        self.hop = attempt.hop
+        self.cache = attempt.cache
         self.records = walk.records
         self.model = self.hop.model
         self.ignored_params = ignored_params(self.hop, walk.request)
-        self._ledger = walk.engine.ledger
-        self._source = source
+        self._ledger = walk.engine.ledger if attempt.spawned else None  # a hit used nothing
+        self._source = attempt.source
         self._pending = deque(prelude)
         self._done = False
         for event in prelude:
@@ -187,7 +207,7 @@ class Answer:
     def _note(self, event: Event) -> None:
         if isinstance(event, Start):
             self.model = event.model
-        elif isinstance(event, Usage):
+        elif isinstance(event, Usage) and self._ledger is not None:
             self._ledger.add_tokens(self.hop.provider, event.total_tokens)
 
     def __aiter__(self) -> Answer:
@@ -224,6 +244,7 @@ class Completion:
     events: list[Event]
     records: list[HopRecord]
     ignored_params: tuple[str, ...]
+    cache: CacheStatus
     truncated: bool = False
 
     @property
@@ -237,9 +258,11 @@ class Engine:
 
     def __init__(self, router: Router, actors: Mapping[str, ProviderActor], *,
                  health: HealthBook | None = None, ledger: Ledger | None = None,
+                 sources: Sources | None = None,
                  on_change: Callable[[], None] | None = None) -> None:
         self.router = router
         self.actors = actors
+        self.sources = sources or Sources()
         self.health = health or HealthBook(clock=time.time)
         self.ledger = ledger or Ledger()
         self._on_change = on_change
@@ -262,62 +285,63 @@ class Engine:
             return Skip("CAPABILITY", f"{hop.name} cannot take {', '.join(missing)}", None)
         return self.ledger.check(hop.provider) or self.health.check(hop.provider, hop.model)
 
-    async def open(self, request: ChatRequest) -> Answer:
+    async def open(self, request: ChatRequest,
+                   context: RequestContext = NO_CONTEXT) -> Answer:
         """Blocks until some hop produced content (or finished with none) and returns it.
 
         Raises :class:`~olp.engine.UnknownModel` or :class:`ChainFailed`. If cancelled (the
         client went away), the hop in progress is abandoned: its process group is killed
         and its slot returned by its actor.
         """
-        walk = _Walk(self, self.router.resolve(request.model), request)
+        walk = _Walk(self, self.router.resolve(request.model), request, context)
         while (attempt := await walk.next_attempt()) is not None:
-            index, hop, source = attempt
             try:
-                outcome = await _until_first_content(source, hop, walk)
+                outcome = await _until_first_content(attempt.source, attempt.hop, walk)
             except BaseException:
-                source.abandon()
-                walk.interrupted(hop)
+                attempt.source.abandon()
+                walk.interrupted(attempt)
                 raise
             if isinstance(outcome, list):
-                walk.succeeded(hop)
-                return Answer(walk, index, source, outcome)
-            source.abandon()
-            walk.failed(hop, outcome)
+                walk.succeeded(attempt)
+                return Answer(walk, attempt, outcome)
+            attempt.source.abandon()
+            walk.failed(attempt, outcome)
         raise walk.exhausted()
 
-    async def complete(self, request: ChatRequest) -> Completion:
+    async def complete(self, request: ChatRequest,
+                       context: RequestContext = NO_CONTEXT) -> Completion:
         """The whole answer of the first hop that completes one. A hop that fails after
         partial output is passed over like any other (the client has received nothing);
         if every hop fails, the first partial answer is returned ``truncated``.
 
         Raises like :meth:`open`; cancellation abandons the hop in progress.
         """
-        walk = _Walk(self, self.router.resolve(request.model), request)
+        walk = _Walk(self, self.router.resolve(request.model), request, context)
         partial: Completion | None = None
         while (attempt := await walk.next_attempt()) is not None:
-            index, hop, source = attempt
+            hop, source = attempt.hop, attempt.source
             try:
                 first = await _until_first_content(source, hop, walk)
                 outcome = await _rest(source, hop, first) if isinstance(first, list) \
                     else ([], first)
             except BaseException:
                 source.abandon()
-                walk.interrupted(hop)
+                walk.interrupted(attempt)
                 raise
             source.abandon()
             if isinstance(outcome, list):
-                walk.succeeded(hop)
+                walk.succeeded(attempt)
                 for event in outcome:
-                    if isinstance(event, Usage):
+                    if isinstance(event, Usage) and attempt.spawned:
                         self.ledger.add_tokens(hop.provider, event.total_tokens)
-                return Completion(hop, index, outcome, walk.records,
-                                  ignored_params(hop, request))
+                return Completion(hop, attempt.index, outcome, walk.records,
+                                  ignored_params(hop, request), attempt.cache)
             events, error = outcome
-            walk.failed(hop, error)
+            walk.failed(attempt, error)
             if partial is None and any(is_content(e) for e in events):
-                partial = Completion(hop, index, [*events, Stop(finish_reason="length")],
+                partial = Completion(hop, attempt.index, [*events, Stop(finish_reason="length")],
                                      walk.records, ignored_params(hop, request),
-                                     truncated=True)
+                                     attempt.cache, truncated=True)
         if partial is not None:
             return partial
         raise walk.exhausted()

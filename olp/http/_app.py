@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -16,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 
 from olp import __version__
 from olp.actors import ProviderActor
+from olp.cache import CacheStore, Singleflight
 from olp.engine import ChainFailed, Engine, UnknownModel
 from olp.ir.openai import InvalidRequest, decode_chat_request
 
@@ -28,7 +30,10 @@ JSON = "application/json"
 
 
 class Principal(Protocol):
-    """Who is calling: a key's display name and tier (``owner`` or ``guest``)."""
+    """Who is calling: a key's id (its cache namespace), name and tier (owner or guest)."""
+
+    @property
+    def key_id(self) -> int: ...
 
     @property
     def name(self) -> str: ...
@@ -53,6 +58,8 @@ class Services:
     actors: Mapping[str, ProviderActor] = field(default_factory=dict)
     provider_info: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     headers: _chat.HeaderPolicy = field(default_factory=_chat.HeaderPolicy)
+    cache: CacheStore | None = None
+    flights: Singleflight | None = None
     max_body_bytes: int = 5 * 1024 * 1024
     started_at: float = field(default_factory=time.time)
 
@@ -128,14 +135,41 @@ def create_app(services: Services) -> QuartTrio:
             raise ApiError(400, exc.message, "invalid_request_error", exc.code,
                            exc.param) from None
         try:
+            context = _chat.context()
             if chat.stream:
-                return _chat.stream(chat, await services.engine.open(chat), services.headers)
-            return _chat.complete(chat, await services.engine.complete(chat), services.headers)
+                answer = await services.engine.open(chat, context)
+                return _chat.stream(chat, answer, services.headers)
+            done = await services.engine.complete(chat, context)
+            return _chat.complete(chat, done, services.headers)
         except UnknownModel as exc:
             raise ApiError(404, str(exc), "invalid_request_error", "model_not_found",
                            "model") from None
         except ChainFailed as exc:
             raise _chat.exhausted(chat, exc, services.headers) from None
+
+    @app.get("/cache/stats")
+    async def cache_stats() -> Response:
+        _owner_only()
+        if services.cache is None:
+            return _json({"enabled": False})
+        stats = await services.cache.stats()
+        flights = services.flights.statistics() if services.flights else None
+        return _json({"enabled": True, "hits": stats.hits, "misses": stats.misses,
+                      "writes": stats.writes, "refused": stats.refused,
+                      "evicted": stats.evicted, "expired": stats.expired,
+                      "entries": stats.entries, "bytes": stats.bytes,
+                      "in_flight": flights.in_flight if flights else 0,
+                      "providers": {name: dataclasses.asdict(p)
+                                    for name, p in stats.providers.items()}})
+
+    @app.delete("/cache")
+    async def cache_clear() -> Response:
+        """Every entry, or one key's (``?key=<key id>``)."""
+        _owner_only()
+        if services.cache is None:
+            return _json({"deleted": 0})
+        key = request.args.get("key")
+        return _json({"deleted": await services.cache.clear(key)})
 
     @app.post("/v0/management/cooldowns/reset")
     async def reset_cooldowns() -> Response:

@@ -9,9 +9,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import trio
-from quart import Response, g
+from quart import Response, g, request
 
-from olp.engine import Answer, ChainFailed, Completion, Hop, HopRecord, detail_header
+from olp.engine import (
+    Answer,
+    CacheMode,
+    ChainFailed,
+    Completion,
+    Hop,
+    HopRecord,
+    RequestContext,
+    detail_header,
+)
 from olp.ir import ChatRequest
 from olp.ir.openai import ChunkEncoder, CompletionBuilder, completion_id
 
@@ -40,14 +49,14 @@ def _elapsed_ms(t0: float) -> str:
 
 
 def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
-             ignored: tuple[str, ...], policy: HeaderPolicy) -> dict[str, str]:
+             ignored: tuple[str, ...], policy: HeaderPolicy, cache: str) -> dict[str, str]:
     headers = {
         "X-OLP-Requested-Model": chat.model,
         "X-OLP-Provider-Used": hop.provider,
         "X-OLP-Model-Used": hop.model,
         "X-OLP-Served-By": hop.name,
         "X-OLP-Fallback-Hops": str(index),
-        "X-OLP-Cache": "bypass",
+        "X-OLP-Cache": cache,
         "X-OLP-Credential": "metered" if hop.provider in policy.metered else "subscription",
         "X-OLP-Latency-Ms": _elapsed_ms(g.t0),
     }
@@ -107,7 +116,7 @@ def stream(chat: ChatRequest, answer: Answer, policy: HeaderPolicy) -> Response:
                     seconds=trio.current_time() - t0)
 
     headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
-                                         answer.ignored_params, policy)}
+                                         answer.ignored_params, policy, answer.cache)}
     response = Response(SseBody(answer, encoder, on_end), status=200, headers=headers,
                         content_type="text/event-stream")
     response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
@@ -118,13 +127,24 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy) -> Respo
     builder = CompletionBuilder(id=completion_id(), created=int(time.time()), model=done.model)
     for event in done.events:
         builder.add(event)
-    headers = _headers(chat, done.hop, done.index, done.records, done.ignored_params, policy)
+    headers = _headers(chat, done.hop, done.index, done.records, done.ignored_params, policy,
+                       done.cache)
     if done.truncated:
         headers["X-OLP-Truncated"] = "true"
     log_request(chat, done.hop.provider, done.model, 200, "truncated" if done.truncated
                 else "ok")
     return Response(builder.body(), status=200, content_type="application/json",
                     headers=headers)
+
+
+def context() -> RequestContext:
+    """The engine's view of this request: the caller's cache namespace (its key's id) and
+    the client's ``Cache-Control`` (``no-store`` wins over ``no-cache``)."""
+    directives = {d.strip().lower() for d in
+                  request.headers.get("Cache-Control", "").split(",")}
+    mode: CacheMode = "no-store" if "no-store" in directives else \
+        "no-cache" if "no-cache" in directives else "default"
+    return RequestContext(namespace=str(g.principal.key_id), cache_mode=mode)
 
 
 def log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,

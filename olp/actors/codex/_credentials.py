@@ -1,0 +1,99 @@
+"""Where codex's login lives, what its environment needs, and the pre-spawn check.
+
+Discovery (as the OLP seed): ``OPENAI_CODEX_AUTH_PATH`` (the auth file itself), else
+``$CODEX_HOME/auth.json``, else ``~/.codex/auth.json`` of the real user; the file counts when it
+holds a ChatGPT login (``tokens.access_token``) or an API-key login (``OPENAI_API_KEY``), as
+``codex login`` writes them. A key in the provider's configured ``env`` (``OPENAI_API_KEY``,
+``CODEX_API_KEY``) counts too — that is metered API spend, so it is never taken from the
+proxy's own environment.
+
+Isolation: the runner gives every spawn a fresh temporary ``HOME``; codex then uses
+``$HOME/.codex`` as its home (it creates it when missing), where the runner symlinks the auth
+file (:func:`home_links`; a token refresh writes through the link) and writes the provider's
+``home_files`` (e.g. ``.codex/config.toml``). ``CODEX_HOME`` is therefore never passed to the
+CLI from the proxy's environment: it is read here only to find the auth file (handed on as
+``OPENAI_CODEX_AUTH_PATH``, which codex ignores). It is not set to the temporary one either:
+codex 0.171.0 exits 1 ("CODEX_HOME points to ..., but that path does not exist") when it names
+a missing directory, which it would be for an API-key setup with no home files. An owner who
+sets ``CODEX_HOME`` in the provider's ``env`` gets exactly that directory, shared by all spawns.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from olp.actors._codes import AUTH_MISSING
+from olp.ir import Error
+
+AUTH_IN_HOME: Final = ".codex/auth.json"
+AUTH_PATH_VAR: Final = "OPENAI_CODEX_AUTH_PATH"
+KEY_VARS: Final = ("OPENAI_API_KEY", "CODEX_API_KEY")
+MISSING_MESSAGE: Final = (
+    "no Codex credentials: run `codex login` (or set OPENAI_CODEX_AUTH_PATH / CODEX_HOME to "
+    "where its auth.json is), or set OPENAI_API_KEY / CODEX_API_KEY in the provider's env"
+)
+
+
+def spawn_env(proxy_env: Mapping[str, str]) -> dict[str, str]:
+    """``OPENAI_CODEX_AUTH_PATH`` for the credential check: the proxy's own when set, else
+    ``$CODEX_HOME/auth.json`` when the proxy has ``CODEX_HOME``; nothing else (no key, no
+    ``CODEX_HOME``: see the module docstring)."""
+    explicit = proxy_env.get(AUTH_PATH_VAR)
+    if explicit:
+        return {AUTH_PATH_VAR: explicit}
+    codex_home = proxy_env.get("CODEX_HOME")
+    if codex_home:
+        return {AUTH_PATH_VAR: str(Path(codex_home).expanduser() / "auth.json")}
+    return {}
+
+
+def auth_file(env: Mapping[str, str], real_home: Path) -> Path:
+    """Where the login is looked for: ``OPENAI_CODEX_AUTH_PATH``, ``$CODEX_HOME/auth.json``
+    (both from ``env``, ``~`` expanded, empty values ignored), else
+    ``<real_home>/.codex/auth.json``."""
+    explicit = env.get(AUTH_PATH_VAR)
+    if explicit:
+        return Path(explicit).expanduser()
+    codex_home = env.get("CODEX_HOME")
+    if codex_home:
+        return Path(codex_home).expanduser() / "auth.json"
+    return real_home / AUTH_IN_HOME
+
+
+def has_login(path: Path) -> bool:
+    """True when ``path`` is a readable JSON object with a non-empty ``tokens.access_token``
+    or ``OPENAI_API_KEY`` string."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    tokens = data.get("tokens")
+    token = tokens.get("access_token") if isinstance(tokens, dict) else None
+    key = data.get("OPENAI_API_KEY")
+    return any(isinstance(v, str) and v.strip() for v in (token, key))
+
+
+def home_links(env: Mapping[str, str], real_home: Path) -> dict[str, Path]:
+    """``{".codex/auth.json": <real file>}`` when the auth file exists, else ``{}``."""
+    path = auth_file(env, real_home)
+    return {AUTH_IN_HOME: path} if path.is_file() else {}
+
+
+def preflight(env: Mapping[str, str], home: Path) -> Error | None:
+    """``None`` when a key is in ``env`` or the auth file holds a login, else
+    ``AUTH_MISSING`` with the fix. Empty variables do not count."""
+    if any(env.get(k, "").strip() for k in KEY_VARS):
+        return None
+    path = auth_file(env, home)
+    if has_login(path):
+        return None
+    message = MISSING_MESSAGE
+    if path.is_file():
+        message = ("the Codex auth file holds no login (no tokens.access_token or "
+                   "OPENAI_API_KEY): run `codex login` again")
+    return Error(code=AUTH_MISSING, category="auth", message=message)

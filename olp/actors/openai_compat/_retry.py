@@ -1,0 +1,80 @@
+"""Per-hop retry for HTTP providers (BRIEF §4): which failures are retried, and after how long.
+
+Only failures *before any content* reach this module (after content, every failure is
+terminal). Retried, each kind with its own budget:
+
+* ``server``: a 500/502/503 (also an in-stream error naming one of them), once by default;
+* ``connection``: a connection refused, reset or closed before the response headers, once;
+* ``rate_limit``: a 429 whose reset (``Retry-After`` and friends) is known and at most
+  ``max_retry_after_s``, once.
+
+Never retried: ``usage_window`` and ``billing`` (waiting cannot cure them within a request),
+auth, client errors, context length, timeouts (they already spent their budget), anything
+unknown. The caller also refuses a retry that could not finish before its deadlines.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+from olp.ir import Error
+
+from . import _codes as codes
+
+RetryKind = Literal["server", "connection", "rate_limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """How one HTTP hop retries transient failures before giving up on the hop.
+
+    The delay before retry *n* (1-based) is an "equal jitter" exponential backoff,
+    ``b/2 + U(0, b/2)`` with ``b = min(backoff_max_s, backoff_base_s * 2**(n-1))``; for a
+    429 it is the upstream's reset plus ``U(0, backoff_base_s)``. ``random`` returns a float
+    in ``[0, 1)``; tests inject a constant.
+    """
+
+    max_retries_500: int = 1
+    max_retries_connection: int = 1
+    max_retries_429: int = 1
+    max_retry_after_s: float = 5.0
+    backoff_base_s: float = 0.25
+    backoff_max_s: float = 2.0
+    retry_statuses: frozenset[int] = frozenset({500, 502, 503})
+    random: Callable[[], float] = field(default=random.random, repr=False, compare=False)
+
+    def budget(self, kind: RetryKind) -> int:
+        return {"server": self.max_retries_500, "connection": self.max_retries_connection,
+                "rate_limit": self.max_retries_429}[kind]
+
+
+NO_RETRIES = RetryPolicy(max_retries_500=0, max_retries_connection=0, max_retries_429=0)
+
+
+def retry_kind(error: Error, policy: RetryPolicy) -> RetryKind | None:
+    """Which retry budget ``error`` may draw on, or ``None`` when it is never retried."""
+    if error.code == codes.CONNECTION_FAILED:
+        return "connection"
+    if error.category == "unavailable" and error.status in policy.retry_statuses:
+        return "server"
+    if (error.category == "rate_limited" and error.retry_after_s is not None
+            and error.retry_after_s <= policy.max_retry_after_s):
+        return "rate_limit"
+    return None
+
+
+def plan_retry(error: Error, policy: RetryPolicy, used: Mapping[RetryKind, int]
+               ) -> tuple[RetryKind, float] | None:
+    """``(kind, delay_s)`` when ``error`` is retried, given the retries ``used`` so far."""
+    kind = retry_kind(error, policy)
+    if kind is None or used.get(kind, 0) >= policy.budget(kind):
+        return None
+    if kind == "rate_limit":
+        assert error.retry_after_s is not None
+        return kind, error.retry_after_s + policy.random() * policy.backoff_base_s
+    n = sum(used.values()) + 1
+    ceiling = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (n - 1))
+    return kind, ceiling / 2 + policy.random() * ceiling / 2

@@ -1,0 +1,388 @@
+"""One ``openai-compatible`` job: POST, read the SSE stream, enforce deadlines, retry, clean up.
+
+The runner is the HTTP sibling of :class:`~olp.actors.CliRunner` and keeps its deadline
+semantics (``first_output_s`` to the first content, ``idle_s`` after it, ``total_s`` for the
+hop) plus the transport's own (``connect_s``, ``first_byte_s``). A failure before any content
+may be retried on the same hop (:mod:`._retry`), announced by a :class:`Retrying` event; after
+content, every failure is terminal.
+
+Clean-up without async-generator leaks: httpx reads a body through a chain of async
+generators, and one abandoned mid-iteration is finalised by the GC with a
+``ResourceWarning`` under trio (encode/httpx#3686). So on every path the response is closed
+first (which closes or releases its connection) and then the body iterator is driven until
+it raises, which finishes the whole chain at once; both under a shielded, bounded scope. The
+request body is sent through a small class-based stream, not httpx's generator.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Final
+
+import httpx
+import trio
+
+from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
+
+from .. import _codes as actor_codes
+from . import _codes as codes
+from ._chunks import ChunkReader
+from ._classify import classify, classify_stream_error, cut, parse_error_body
+from ._config import HttpConfig
+from ._request import encode_chat_request
+from ._retry import RetryKind, plan_retry
+from ._sse import SSEDecoder, SSETooLarge
+
+log = logging.getLogger("olp.actors.openai_compat")
+
+Emit = Callable[[Event], Awaitable[None]]
+Terminal = Stop | Error
+
+#: How long closing a response may take (TLS close_notify to a stuck peer, say).
+CLOSE_GRACE_S: Final = 2.0
+#: After ``[DONE]``, how long to wait for the body's end so the connection can be reused.
+DRAIN_S: Final = 0.5
+_USER_AGENT: Final = "olp (openai-compatible provider)"
+
+
+class OpenAICompatRunner:
+    """Runs jobs for one OpenAI-compatible upstream; the actor owns concurrency.
+
+    One ``httpx.AsyncClient`` serves every job of the provider: pass one in (the caller then
+    closes it), or let the runner make its own and close it with :meth:`aclose`.
+    """
+
+    def __init__(self, config: HttpConfig, *, client: httpx.AsyncClient | None = None) -> None:
+        self.config = config
+        self._owns_client = client is None
+        self.client = client if client is not None else make_client(config)
+
+    def preflight(self) -> Error | None:
+        """``AUTH_MISSING`` when a key was expected (``api_key_env``) but is not set."""
+        if self.config.api_key_env and not (self.config.api_key or "").strip():
+            return Error(code=actor_codes.AUTH_MISSING, category="auth",
+                         message=f"{self.config.name}: no API key: set the environment "
+                                 f"variable {self.config.api_key_env}")
+        return None
+
+    async def aclose(self) -> None:
+        """Close the client's connections (only a client the runner made itself)."""
+        if self._owns_client:
+            await self.client.aclose()
+
+    async def run(self, request: ChatRequest, model: str, emit: Emit) -> None:
+        """Run one job, emitting IR events and always, last, exactly one terminal event.
+
+        On cancellation the response in flight is closed before the cancellation
+        propagates, and no terminal event is sent.
+        """
+        missing = self.preflight()
+        terminal = missing if missing is not None else await _Job(
+            self, request, model, emit).run()
+        await emit(terminal)
+
+    def build_request(self, body: bytes) -> httpx.Request:
+        headers = {
+            "content-type": "application/json",
+            "accept": "text/event-stream",
+            "accept-encoding": "identity",  # compression would hold back a stream
+            "user-agent": _USER_AGENT,
+            **self.config.headers,
+        }
+        key = (self.config.api_key or "").strip()
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        request = self.client.build_request("POST", self.config.url, content=body,
+                                            headers=headers)
+        request.stream = _OneShot(body)
+        return request
+
+
+def make_client(config: HttpConfig) -> httpx.AsyncClient:
+    """The provider's shared client: only the connect deadline is httpx's; the others are
+    trio deadlines in the runner (httpx's read timeout would restart on every chunk)."""
+    return httpx.AsyncClient(
+        timeout=httpx.Timeout(None, connect=config.connect_s),
+        follow_redirects=False,
+        trust_env=config.trust_env,
+    )
+
+
+class _OneShot(httpx.AsyncByteStream):
+    """A request body as one chunk, iterated by an object rather than an async generator."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return _OneShotIterator(self._body)
+
+
+class _OneShotIterator:
+    def __init__(self, body: bytes) -> None:
+        self._body: bytes | None = body
+
+    def __aiter__(self) -> _OneShotIterator:
+        return self
+
+    async def __anext__(self) -> bytes:
+        body, self._body = self._body, None
+        if body is None:
+            raise StopAsyncIteration
+        return body
+
+
+class _Body:
+    """A streamed response body: ``receive()`` gives chunks, then ``None`` at the end."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        self.response = response
+        self._chunks: AsyncIterator[bytes] | None = None
+        self._ended = False
+
+    async def receive(self) -> bytes | None:
+        if self._ended:
+            return None
+        if self._chunks is None:
+            self._chunks = self.response.aiter_bytes()
+        try:
+            return await self._chunks.__anext__()
+        except StopAsyncIteration:
+            self._ended = True
+            return None
+        except BaseException:
+            self._ended = True  # the exception went through, and so finished, the chain
+            raise
+
+    async def read(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes of the body (an error body, a whole JSON completion)."""
+        out = bytearray()
+        while len(out) < limit and (chunk := await self.receive()) is not None:
+            out += chunk
+        return bytes(out[:limit])
+
+    async def discard(self) -> None:
+        """Close the response and finish the body iterator. Shielded and bounded: safe in
+        ``finally`` while cancelled."""
+        with trio.CancelScope(shield=True) as scope:
+            scope.deadline = trio.current_time() + CLOSE_GRACE_S
+            await self.response.aclose()
+            # Reading after the close ends in an error raised *inside* the innermost
+            # generator, which finishes every generator of the chain.
+            for _ in range(10_000):
+                if self._ended or self._chunks is None:
+                    break
+                try:
+                    await self.receive()
+                except Exception:
+                    break
+
+
+class _Job:
+    """The state of one job across its attempts."""
+
+    def __init__(self, runner: OpenAICompatRunner, request: ChatRequest, model: str,
+                 emit: Emit) -> None:
+        self.runner = runner
+        self.config = runner.config
+        self.emit = emit
+        self.body = encode_chat_request(request, model,
+                                        max_tokens_field=self.config.max_tokens_field)
+        t = self.config.timeouts
+        self.start = trio.current_time()
+        self.total_deadline = self.start + t.total_s
+        self.first_output_deadline = min(self.total_deadline, self.start + t.first_output_s)
+        self.content_seen = False
+        self.started = False
+        self.retries: dict[RetryKind, int] = {}
+        self.malformed = 0
+
+    async def run(self) -> Terminal:
+        attempt = 0
+        while True:
+            attempt += 1
+            terminal = await self._attempt()
+            if isinstance(terminal, Stop) or self.content_seen:
+                break
+            plan = plan_retry(terminal, self.config.retry, self.retries)
+            if plan is None:
+                break
+            kind, delay = plan
+            resume = trio.current_time() + delay
+            if resume >= self.first_output_deadline:  # no time left to answer after it
+                break
+            self.retries[kind] = self.retries.get(kind, 0) + 1
+            await self.emit(Retrying(attempt=attempt, category=terminal.category,
+                                     max_retries=self.config.retry.budget(kind),
+                                     delay_s=round(delay, 3), status=terminal.status))
+            await trio.sleep_until(resume)
+        if self.malformed:
+            log.warning("skipped malformed stream events",
+                        extra={"provider": self.config.name, "malformed_events": self.malformed})
+        log.debug("openai-compatible job ended", extra={
+            "provider": self.config.name, "attempts": attempt,
+            "code": terminal.code if isinstance(terminal, Error) else "ok"})
+        return terminal
+
+    async def _send(self, event: Event) -> None:
+        if isinstance(event, Start):
+            if self.started:
+                return
+            self.started = True
+        elif is_content(event):
+            self.content_seen = True
+        await self.emit(event)
+
+    # -- one attempt -------------------------------------------------------------------------
+
+    async def _attempt(self) -> Terminal:
+        attempt_start = trio.current_time()
+        headers_deadline = min(self.first_output_deadline,
+                               attempt_start + self.config.first_byte_s)
+        body: _Body | None = None
+        try:
+            with trio.move_on_at(headers_deadline):
+                try:
+                    response = await self.runner.client.send(
+                        self.runner.build_request(self.body), stream=True)
+                except httpx.HTTPError as exc:
+                    return _transport_error(exc)
+                body = _Body(response)
+            if body is None:
+                return self._timeout(headers_deadline, headers=True)
+            status = body.response.status_code
+            if not 200 <= status < 300:
+                return await self._error_response(body)
+            content_type = body.response.headers.get("content-type", "").lower()
+            if "json" in content_type and "event-stream" not in content_type:
+                return await self._whole(body)
+            return await self._stream(body)
+        finally:
+            if body is not None:
+                await body.discard()
+
+    async def _error_response(self, body: _Body) -> Error:
+        """Classify a non-2xx answer from its status, headers and (bounded) body."""
+        raw = b""
+        with trio.move_on_at(min(self.first_output_deadline, trio.current_time() + 10.0)):
+            try:
+                raw = await body.read(self.config.max_error_body_bytes)
+            except httpx.HTTPError:
+                pass
+        response = body.response
+        return classify(parse_error_body(response.status_code, raw), headers=response.headers,
+                        now=time.time(), secret=self.config.api_key)
+
+    async def _whole(self, body: _Body) -> Terminal:
+        """A JSON body where a stream was asked for: one completion (or an error object)."""
+        reader = self._reader()
+        with trio.move_on_at(self.first_output_deadline) as scope:
+            try:
+                raw = await body.read(self.config.max_json_body_bytes)
+            except httpx.HTTPError as exc:
+                return self._ended(reader, exc)
+        if scope.cancelled_caught:
+            return self._timeout(scope.deadline)
+        for event in reader.feed_completion(raw):
+            await self._send(event)
+        return await self._finish(reader, at_eof=True)
+
+    async def _stream(self, body: _Body) -> Terminal:
+        decoder = SSEDecoder(max_event_bytes=self.config.max_event_bytes)
+        reader = self._reader()
+        idle_s = self.config.timeouts.idle_s
+        deadline = self.first_output_deadline
+        while True:
+            with trio.move_on_at(deadline) as scope:
+                try:
+                    data = await body.receive()
+                except httpx.HTTPError as exc:
+                    return await self._finish(reader, at_eof=True, cause=exc)
+                try:
+                    events = decoder.feed(data) if data is not None else decoder.close()
+                except SSETooLarge as exc:
+                    return Error(code=actor_codes.OUTPUT_TOO_LONG, category="unknown",
+                                 message=str(exc))
+                for sse in events:
+                    for event in reader.feed(sse):
+                        await self._send(event)
+                    if reader.done or reader.error is not None:
+                        return await self._finish(reader, at_eof=False, body=body)
+                    if self.content_seen:  # the idle clock restarts on every event
+                        deadline = min(self.total_deadline, trio.current_time() + idle_s)
+                if data is None:
+                    return await self._finish(reader, at_eof=True)
+                continue
+            return self._timeout(scope.deadline)
+
+    def _reader(self) -> ChunkReader:
+        secret = self.config.api_key
+
+        def on_error(payload: dict[str, object] | str) -> Error:
+            return classify_stream_error(payload, now=time.time(), secret=secret)
+
+        return ChunkReader(on_error)
+
+    async def _finish(self, reader: ChunkReader, *, at_eof: bool,
+                      cause: httpx.HTTPError | None = None, body: _Body | None = None
+                      ) -> Terminal:
+        """The attempt's terminal event, after its usage (a failed hop's usage counts too)."""
+        self.malformed += reader.malformed
+        if reader.usage is not None:
+            await self._send(reader.usage)
+        if reader.error is not None:
+            return reader.error
+        if reader.done and body is not None:
+            await self._drain(body)
+        if reader.finish_reason is not None or reader.done:
+            return Stop(finish_reason=reader.finish_reason or "stop")
+        return self._ended(reader, cause)
+
+    async def _drain(self, body: _Body) -> None:
+        """Read to the end of the body after ``[DONE]`` so the connection can be reused."""
+        with trio.move_on_at(min(self.total_deadline, trio.current_time() + DRAIN_S)):
+            try:
+                while await body.receive() is not None:
+                    pass
+            except httpx.HTTPError:
+                pass
+
+    def _ended(self, reader: ChunkReader, cause: httpx.HTTPError | None) -> Error:
+        why = f" ({cut(type(cause).__name__ + ': ' + str(cause), 120)})" if cause else ""
+        if self.content_seen:
+            message = f"stream ended early: the upstream stopped mid-answer{why}"
+        else:
+            message = f"stream ended early: the upstream sent no answer{why}"
+        return Error(code=codes.STREAM_ENDED_EARLY, category="unavailable", message=message)
+
+    def _timeout(self, deadline: float, *, headers: bool = False) -> Error:
+        t = self.config.timeouts
+        if deadline >= self.total_deadline:
+            code, message = actor_codes.TOTAL_TIMEOUT, f"no complete answer within {t.total_s:g} s"
+        elif self.content_seen:
+            code, message = actor_codes.IDLE_TIMEOUT, f"the stream went silent for {t.idle_s:g} s"
+        elif headers and deadline < self.first_output_deadline:
+            code = codes.FIRST_BYTE_TIMEOUT
+            message = f"no response headers within {self.config.first_byte_s:g} s"
+        else:
+            code = actor_codes.FIRST_OUTPUT_TIMEOUT
+            message = f"no output within {t.first_output_s:g} s"
+        return Error(code=code, category="unavailable", message=f"{self.config.name}: {message}")
+
+
+def _transport_error(exc: httpx.HTTPError) -> Error:
+    """A failure before the response headers."""
+    detail = cut(f"{type(exc).__name__}: {exc}", 200)
+    if isinstance(exc, httpx.ConnectTimeout):
+        return Error(code=codes.CONNECT_TIMEOUT, category="unavailable",
+                     message=f"could not connect in time ({detail})")
+    if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
+                        httpx.RemoteProtocolError)):
+        return Error(code=codes.CONNECTION_FAILED, category="unavailable",
+                     message=f"connection failed before a response ({detail})")
+    if isinstance(exc, httpx.TimeoutException):
+        return Error(code=codes.UPSTREAM_TIMEOUT, category="unavailable", message=detail)
+    return Error(code=codes.REQUEST_FAILED, category="unknown",
+                 message=f"the request could not be sent ({detail})")

@@ -1,0 +1,77 @@
+"""Where a hop's events come from: the cache, a flight already in progress, or a new job."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+from olp.actors import ProviderActor
+from olp.cache import CacheService, ReplaySource, Singleflight, cache_key
+from olp.cache import has_cache_control_markers as has_markers
+from olp.ir import ChatRequest, Error, Event, EventSource, Stop
+
+from ._routes import Hop
+
+CacheMode = Literal["default", "no-cache", "no-store"]
+CacheStatus = Literal["hit", "miss", "attached", "bypass"]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """Per-request facts the engine needs besides the request: whose cache namespace (the
+    API key's id; ``None`` disables the cache) and the client's ``Cache-Control``:
+    ``no-cache`` (no read, no singleflight, still write) or ``no-store`` (neither)."""
+
+    namespace: str | None = None
+    cache_mode: CacheMode = "default"
+
+
+NO_CONTEXT = RequestContext()  # no cache namespace: the cache is not used
+
+
+@dataclass(slots=True)
+class Sources:
+    cache: CacheService | None = None
+    flights: Singleflight | None = None
+
+    async def open(self, actor: ProviderActor, hop: Hop, request: ChatRequest,
+                   context: RequestContext) -> tuple[EventSource, CacheStatus]:
+        """The hop's event source and what the cache did. Only a ``miss`` or ``bypass``
+        starts a job (and takes a provider slot); a ``hit`` replays, ``attached`` joins."""
+        start = partial(actor.submit, request, hop.model)
+        if (self.cache is None or self.flights is None or context.namespace is None
+                or context.cache_mode == "no-store"
+                or (hop.provider == "anthropic" and has_markers(request))):
+            return await start(), "bypass"
+        key = cache_key(request, provider=hop.provider, model=hop.model)
+        store = partial(self.cache.put, context.namespace, key, hop.provider)
+        if context.cache_mode == "no-cache":
+            return _Recording(await start(), store), "miss"
+        events = await self.cache.get(context.namespace, key)
+        if events is not None:
+            return ReplaySource(events), "hit"
+        source, attached = await self.flights.open(f"{context.namespace}:{key}", start,
+                                                   on_complete=store)
+        return source, "attached" if attached else "miss"
+
+
+class _Recording:
+    """A job's source that stores the answer once it completed (for ``no-cache``)."""
+
+    def __init__(self, source: EventSource,
+                 store: Callable[[Sequence[Event]], Awaitable[bool]]) -> None:
+        self._source = source
+        self._store = store
+        self._events: list[Event] = []
+
+    async def receive(self) -> Event:
+        event = await self._source.receive()
+        self._events.append(event)
+        if isinstance(event, Stop) and not any(isinstance(e, Error) for e in self._events):
+            await self._store(self._events)
+        return event
+
+    def abandon(self) -> None:
+        self._source.abandon()
