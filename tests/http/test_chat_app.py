@@ -26,12 +26,13 @@ DEFAULT_TIMEOUTS = Timeouts(first_output_s=10, idle_s=5, total_s=60)
 class _Principal:
     name: str
     tier: str
+    key_id: int = 0
 
 
 class _Keys:
     async def authenticate(self, token: str) -> _Principal | None:
         await trio.lowlevel.checkpoint()
-        return {OWNER: _Principal("owner", "owner"), GUEST: _Principal("kid", "guest")}.get(token)
+        return {OWNER: _Principal("owner", "owner", 1), GUEST: _Principal("kid", "guest", 2)}.get(token)
 
 
 def make_app(script: Sequence[Step], *, max_body: int = 4096,

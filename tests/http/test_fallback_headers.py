@@ -33,6 +33,7 @@ def fail(category: str, code: str, **kw: Any) -> list[Step]:
 class _P:
     name: str
     tier: str
+    key_id: int = 0
 
 
 class _Keys:
