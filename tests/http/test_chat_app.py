@@ -32,7 +32,8 @@ class _Principal:
 class _Keys:
     async def authenticate(self, token: str) -> _Principal | None:
         await trio.lowlevel.checkpoint()
-        return {OWNER: _Principal("owner", "owner", 1), GUEST: _Principal("kid", "guest", 2)}.get(token)
+        principals = {OWNER: _Principal("owner", "owner", 1), GUEST: _Principal("kid", "guest", 2)}
+        return principals.get(token)
 
 
 def make_app(script: Sequence[Step], *, max_body: int = 4096,
