@@ -37,4 +37,5 @@ def configure(level: str = "info", stream: TextIO | None = None) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
     logging.Formatter.converter = time.gmtime

@@ -6,7 +6,6 @@ each provider, whether its binary and credentials were found and how to fix what
 
 from __future__ import annotations
 
-import importlib
 import logging
 import subprocess
 from collections.abc import Mapping
@@ -14,31 +13,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olp.actors import CliAdapter, CliConfig, CliRunner, ProcessSpawner, ProviderActor, Timeouts
+from olp.actors import (
+    CliAdapter,
+    CliConfig,
+    CliRunner,
+    JobRunner,
+    ProcessSpawner,
+    ProviderActor,
+    Timeouts,
+)
 from olp.actors.anthropic import AnthropicAdapter
+from olp.actors.codex import CodexAdapter
+from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner
+from olp.actors.vibe import VibeAdapter
 from olp.config import DEFAULT_COMMANDS, ProviderSettings, Settings, resolve_binary
 from olp.routing import Provider
 
 log = logging.getLogger("olp.providers")
 
 #: The CLI providers implemented so far, by built-in provider name.
-ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter}
+ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter,
+                                             "openai": CodexAdapter, "mistral": VibeAdapter}
 #: How to install each CLI, for the fixes ``olp doctor`` prints.
 INSTALL = {"anthropic": "npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
            "openai": "npm install -g @openai/codex, then run `codex login`",
            "mistral": "pipx install mistral-vibe (Python >= 3.12), then run `vibe` and set "
                       "your API key"}
-
-
-def adapters(environ: Mapping[str, str]) -> dict[str, type[CliAdapter]]:
-    """The built-in adapters, plus ``OLP_TEST_EXTRA_ADAPTERS`` (``name=module:Class,…``), a
-    seam for tests of providers still being built."""
-    found = dict(ADAPTERS)
-    for item in filter(None, environ.get("OLP_TEST_EXTRA_ADAPTERS", "").split(",")):
-        name, _, target = item.partition("=")
-        module, _, cls = target.partition(":")
-        found[name.strip()] = getattr(importlib.import_module(module.strip()), cls.strip())
-    return found
 
 
 @dataclass(slots=True)
@@ -71,13 +71,19 @@ class Runtime:
     actors: dict[str, ProviderActor]
     providers: dict[str, Provider]
     reports: dict[str, Report]
+    http_runners: list[OpenAICompatRunner] = field(default_factory=list)
+
+    async def aclose(self) -> None:
+        """Close the HTTP providers' connection pools (after the actors have stopped)."""
+        for runner in self.http_runners:
+            await runner.aclose()
 
 
 def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
     """An actor per enabled provider that can run here; the others are reported, loudly."""
     runtime = Runtime({}, {}, {})
     spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
-    found = adapters(environ)
+    found = ADAPTERS
     for name in settings.provider_names():
         provider = settings.provider(name)
         report = Report(name, provider.kind, provider.enabled, provider.metered,
@@ -86,7 +92,12 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
         runtime.providers[name] = Provider(provider, running=False, credentials=False)
         if not provider.enabled:
             continue
-        runner = _cli_runner(name, provider, settings, environ, found, spawner, report)
+        runner: JobRunner | None
+        if provider.kind == "openai-compatible":
+            runner = _http_runner(name, provider, environ, report)
+            runtime.http_runners.append(runner)
+        else:
+            runner = _cli_runner(name, provider, settings, environ, found, spawner, report)
         if runner is None:
             for problem in report.problems:
                 log.warning("provider skipped: %s", problem, extra={"provider": name})
@@ -127,6 +138,23 @@ def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
     report.credentials = missing is None
     if missing is not None:
         report.problems.append("no credentials found")
+        report.fixes.append(missing.message)
+    return runner
+
+
+def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, str],
+                 report: Report) -> OpenAICompatRunner:
+    assert provider.base_url is not None  # the config requires it for this kind
+    t = provider.timeouts
+    key = environ.get(provider.api_key_env) if provider.api_key_env else None
+    runner = OpenAICompatRunner(HttpConfig(
+        base_url=provider.base_url, api_key=key, api_key_env=provider.api_key_env,
+        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s), name=name))
+    report.binary = provider.base_url
+    missing = runner.preflight()
+    report.credentials = missing is None
+    if missing is not None:
+        report.problems.append("no API key")
         report.fixes.append(missing.message)
     return runner
 

@@ -140,11 +140,15 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
                                            if r.metered)),
             max_body_bytes=settings.config.server.max_body_bytes)
         app = create_app(services)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_persist_health, engine, state, changes)
-            await nursery.start(flights.run)
-            await _serve_app(app, settings, actors, task_status)
-            nursery.cancel_scope.cancel(reason="stopped")
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_persist_health, engine, state, changes)
+                await nursery.start(flights.run)
+                await _serve_app(app, settings, actors, task_status)
+                nursery.cancel_scope.cancel(reason="stopped")
+        finally:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
+                await runtime.aclose()
     finally:
         db.close()
 

@@ -40,6 +40,11 @@ class LineParser(Protocol):
         """IR events for one stdout line (often none). Never raises on odd input."""
         ...
 
+    def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
+        """Events known only once the CLI has exited, before the terminal one (vibe's usage,
+        read from its ``export.json``); usually none."""
+        ...
+
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         """The terminal event (:class:`olp.ir.Stop` or :class:`olp.ir.Error`) after exit."""
         ...

@@ -102,8 +102,9 @@ class CliRunner:
         except CapabilityMissing as exc:
             return Error(code="CAPABILITY", category="client_error", message=str(exc),
                          status=400)
-        env = {**self.environment(home), **invocation.env}
-        links = self.adapter.home_links(env, self.config.real_home)
+        base_env = self.environment(home)
+        links = self.adapter.home_links(base_env, self.config.real_home)
+        env = {**base_env, **invocation.env}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
         spec = SpawnSpec(argv=invocation.argv, stdin=invocation.stdin, env=env, cwd=workdir)
         timeouts = self.config.timeouts
@@ -125,7 +126,10 @@ class CliRunner:
                                          message=str(exc))
                         if line is None:
                             returncode = await proc.wait()
-                            return parser.finish(returncode, proc.stderr_tail())
+                            stderr_tail = proc.stderr_tail()
+                            for event in parser.trailer(returncode, stderr_tail):
+                                await emit(event)
+                            return parser.finish(returncode, stderr_tail)
                         for event in parser.feed(line):
                             if is_terminal(event):
                                 return event

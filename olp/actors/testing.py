@@ -165,6 +165,9 @@ class _JsonLinesParser:
     def feed(self, line: bytes) -> Sequence[Event]:
         return [EVENT_DECODER.decode(line)]
 
+    def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
+        return ()
+
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         if returncode == 0:
             return Stop()

@@ -360,8 +360,8 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
             return _lost(hop)
         if isinstance(event, Error):
             return event
-        if (isinstance(event, Retrying) and event.category in STORM_CATEGORIES
-                and walk.viable_next(event.category)):
+        if (isinstance(event, Retrying) and not event.bounded
+                and event.category in STORM_CATEGORIES and walk.viable_next(event.category)):
             status = f" (HTTP {event.status})" if event.status else ""
             return Error(code="RETRY_ABANDONED", category=event.category, status=event.status,
                          message=f"{hop.provider} was retrying on its own{status}; "

@@ -61,13 +61,18 @@ class Usage(_Event, frozen=True, tag="usage"):
 
 
 class Retrying(_Event, frozen=True, tag="retrying"):
-    """The CLI reported that it is retrying the upstream on its own. Not content."""
+    """The upstream is being retried within the hop. Not content.
+
+    ``bounded``: the proxy's own short per-hop retry (HTTP providers), which the engine lets
+    finish; otherwise a CLI retrying on its own, possibly for minutes.
+    """
 
     attempt: int
     category: Category
     max_retries: int | None = None
     delay_s: float | None = None
     status: int | None = None
+    bounded: bool = False
 
 
 class Stop(_Event, frozen=True, tag="stop"):

@@ -381,3 +381,12 @@ async def test_credit_pool_counts_the_tokens_answers_used(
     answer = await engine.open(REQ)
     assert answer.hop.provider == "b" and answer.records[0].code == "SOFT_TRIGGER"
     answer.close()
+
+
+async def test_a_bounded_proxy_retry_is_let_finish(autojump_clock: trio.testing.MockClock,
+                                                   nursery: trio.Nursery) -> None:
+    retry = Retrying(attempt=1, category="rate_limited", status=429, delay_s=2, bounded=True)
+    engine, spawners = build({"a": [[Line(1, event_line(retry)), *OK]], "b": [OK]})
+    await start(engine, nursery)
+    assert await served_by(engine) == "a" and trio.current_time() == 2
+    assert spawners["b"].runs == []

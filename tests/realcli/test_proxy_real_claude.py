@@ -145,3 +145,28 @@ async def test_disconnect_mid_stream_leaves_no_claude(
             assert descendants(proxy.process.pid) == set()
             health = await in_thread(lambda: proxy.get("/health").json())
             assert health["providers"]["anthropic"]["in_flight"] == 0
+
+
+async def test_a_429_retry_storm_is_abandoned_for_the_next_hop(tmp_path: Path,
+                                                                nursery: trio.Nursery) -> None:
+    from mock_openai_upstream import MockOpenAI
+    from mock_openai_upstream import serve_mock as serve_openai
+
+    claude = real_cli("OLP_REAL_CLAUDE")
+    with trio.fail_after(45):  # claude alone would retry a 429 for about three minutes
+        mock = await start(nursery, "rate_limit")
+        upstream: MockOpenAI = await nursery.start(serve_openai)
+        cfg = config(claude, mock)
+        del cfg["providers"]["anthropic"]["env"]["CLAUDE_CODE_MAX_RETRIES"]  # its default: 10
+        cfg["providers"]["router"] = {"kind": "openai-compatible", "base_url": upstream.base_url,
+                                      "api_key_env": "ROUTER_KEY", "metered": True}
+        cfg["routing"] = {"chains": {"sonnet": [
+            {"provider": "anthropic", "model": "claude-sonnet-4-6"},
+            {"provider": "router", "model": "backup-model", "metered": True}]}}
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-r"}) as proxy:
+            completion = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="sonnet", messages=MESSAGES))
+    assert completion.choices[0].message.content == "Hello from the mock upstream."
+    assert completion.model == "backup-model-2025-01-01"
+    assert mock.request_count <= 2  # claude was stopped at its first announced retry
+    assert upstream.request_count == 1

@@ -162,6 +162,9 @@ class AnthropicParser:
             return ()
         return ()
 
+    def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
+        return ()
+
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         """The terminal event after exit (see the module docstring); idempotent."""
         if self._terminal is None:

@@ -124,6 +124,9 @@ class CodexParser:
             return ()
         return ()
 
+    def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
+        return ()
+
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         """The terminal event after exit (see the module docstring); idempotent."""
         if self._terminal is None:

@@ -19,8 +19,8 @@ Rules, first match wins:
 6. 400/422 (or in-stream) with ``content_filter`` / ``content_policy_violation`` or policy
    phrasing → ``client_error`` / ``CONTENT_POLICY``.
 7. 408/504 → ``unavailable`` / ``UPSTREAM_TIMEOUT``; other 5xx → ``unavailable`` /
-   ``UPSTREAM_5XX``; an in-stream server-side type → ``unavailable`` /
-   ``UPSTREAM_UNAVAILABLE``.
+   ``UPSTREAM_5XX`` (with ``Retry-After`` when sent); an in-stream server-side type →
+   ``unavailable`` / ``UPSTREAM_UNAVAILABLE``.
 8. 400/404/413/415/422 → ``client_error`` / ``UPSTREAM_CLIENT_ERROR`` (status kept).
 9. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (an unclassifiable error advances).
 
@@ -191,8 +191,9 @@ def classify(error: UpstreamError, *, headers: Mapping[str, str] | None = None,
         return err(codes.CONTENT_POLICY, "client_error")
     if status in (408, 504):
         return err(codes.UPSTREAM_TIMEOUT, "unavailable")
-    if status is not None and status >= 500:
-        return err(codes.UPSTREAM_5XX, "unavailable")
+    if status is not None and status >= 500:  # a Retry-After on a 503 is honoured too
+        return err(codes.UPSTREAM_5XX, "unavailable", _header_retry_after(headers or {}, error,
+                                                                          now))
     if in_stream and ids & _SERVER_TYPES:
         return err(codes.UPSTREAM_UNAVAILABLE, "unavailable")
     if status in _CLIENT_STATUSES:

@@ -3,7 +3,9 @@
 Only failures *before any content* reach this module (after content, every failure is
 terminal). Retried, each kind with its own budget:
 
-* ``server``: a 500/502/503 (also an in-stream error naming one of them), once by default;
+* ``server``: a 500/502/503 (also an in-stream error naming one of them), once by default,
+  after at least its ``Retry-After`` when it sent one (and not at all when that is over
+  ``max_retry_after_s``);
 * ``connection``: a connection refused, reset or closed before the response headers, once;
 * ``rate_limit``: a 429 whose reset (``Retry-After`` and friends) is known and at most
   ``max_retry_after_s``, once.
@@ -59,7 +61,9 @@ def retry_kind(error: Error, policy: RetryPolicy) -> RetryKind | None:
     if error.code == codes.CONNECTION_FAILED:
         return "connection"
     if error.category == "unavailable" and error.status in policy.retry_statuses:
-        return "server"
+        too_long = error.retry_after_s is not None and \
+            error.retry_after_s > policy.max_retry_after_s
+        return None if too_long else "server"
     if (error.category == "rate_limited" and error.retry_after_s is not None
             and error.retry_after_s <= policy.max_retry_after_s):
         return "rate_limit"
@@ -72,9 +76,11 @@ def plan_retry(error: Error, policy: RetryPolicy, used: Mapping[RetryKind, int]
     kind = retry_kind(error, policy)
     if kind is None or used.get(kind, 0) >= policy.budget(kind):
         return None
+    after = error.retry_after_s
     if kind == "rate_limit":
-        assert error.retry_after_s is not None
-        return kind, error.retry_after_s + policy.random() * policy.backoff_base_s
+        assert after is not None
+        return kind, after + policy.random() * policy.backoff_base_s
     n = sum(used.values()) + 1
     ceiling = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (n - 1))
-    return kind, ceiling / 2 + policy.random() * ceiling / 2
+    delay = ceiling / 2 + policy.random() * ceiling / 2
+    return kind, delay if after is None else max(delay, after)

@@ -1,24 +1,31 @@
 """One ``openai-compatible`` job: POST, read the SSE stream, enforce deadlines, retry, clean up.
 
 The runner is the HTTP sibling of :class:`~olp.actors.CliRunner` and keeps its deadline
-semantics (``first_output_s`` to the first content, ``idle_s`` after it, ``total_s`` for the
-hop) plus the transport's own (``connect_s``, ``first_byte_s``). A failure before any content
-may be retried on the same hop (:mod:`._retry`), announced by a :class:`Retrying` event; after
-content, every failure is terminal.
+semantics, plus the transport's own; every expiry is an ``unavailable`` error with its code:
 
-Clean-up without async-generator leaks: httpx reads a body through a chain of async
-generators, and one abandoned mid-iteration is finalised by the GC with a
-``ResourceWarning`` under trio (encode/httpx#3686). So on every path the response is closed
-first (which closes or releases its connection) and then the body iterator is driven until
-it raises, which finishes the whole chain at once; both under a shielded, bounded scope. The
-request body is sent through a small class-based stream, not httpx's generator.
+* ``connect_s`` (httpx's connect timeout) → ``CONNECT_TIMEOUT``;
+* ``first_byte_s``, from the start of each attempt to the response headers →
+  ``FIRST_BYTE_TIMEOUT``;
+* ``first_output_s``, from the start of the *hop* (retries included) to the first content →
+  ``FIRST_OUTPUT_TIMEOUT``; role-only chunks, reasoning deltas and ``: keepalive`` comments
+  are not content;
+* ``idle_s``, once content has flowed, restarted by every SSE event (not by comments) →
+  ``IDLE_TIMEOUT``;
+* ``total_s``, the whole hop → ``TOTAL_TIMEOUT``.
+
+A failure before any content may be retried on the same hop (:mod:`._retry`), announced by a
+:class:`Retrying` event, unless the retry could not even start before the first-output
+deadline; after content, every failure is terminal.
+
+Every path closes its response (and finishes httpx's body iterator) before it returns or
+re-raises: see :mod:`._body`.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import httpx
@@ -28,6 +35,7 @@ from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
 
 from .. import _codes as actor_codes
 from . import _codes as codes
+from ._body import Body, OneShot
 from ._chunks import ChunkReader
 from ._classify import classify, classify_stream_error, cut, parse_error_body
 from ._config import HttpConfig
@@ -40,8 +48,6 @@ log = logging.getLogger("olp.actors.openai_compat")
 Emit = Callable[[Event], Awaitable[None]]
 Terminal = Stop | Error
 
-#: How long closing a response may take (TLS close_notify to a stuck peer, say).
-CLOSE_GRACE_S: Final = 2.0
 #: After ``[DONE]``, how long to wait for the body's end so the connection can be reused.
 DRAIN_S: Final = 0.5
 _USER_AGENT: Final = "olp (openai-compatible provider)"
@@ -96,7 +102,7 @@ class OpenAICompatRunner:
             headers["authorization"] = f"Bearer {key}"
         request = self.client.build_request("POST", self.config.url, content=body,
                                             headers=headers)
-        request.stream = _OneShot(body)
+        request.stream = OneShot(body)
         return request
 
 
@@ -108,76 +114,6 @@ def make_client(config: HttpConfig) -> httpx.AsyncClient:
         follow_redirects=False,
         trust_env=config.trust_env,
     )
-
-
-class _OneShot(httpx.AsyncByteStream):
-    """A request body as one chunk, iterated by an object rather than an async generator."""
-
-    def __init__(self, body: bytes) -> None:
-        self._body = body
-
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return _OneShotIterator(self._body)
-
-
-class _OneShotIterator:
-    def __init__(self, body: bytes) -> None:
-        self._body: bytes | None = body
-
-    def __aiter__(self) -> _OneShotIterator:
-        return self
-
-    async def __anext__(self) -> bytes:
-        body, self._body = self._body, None
-        if body is None:
-            raise StopAsyncIteration
-        return body
-
-
-class _Body:
-    """A streamed response body: ``receive()`` gives chunks, then ``None`` at the end."""
-
-    def __init__(self, response: httpx.Response) -> None:
-        self.response = response
-        self._chunks: AsyncIterator[bytes] | None = None
-        self._ended = False
-
-    async def receive(self) -> bytes | None:
-        if self._ended:
-            return None
-        if self._chunks is None:
-            self._chunks = self.response.aiter_bytes()
-        try:
-            return await self._chunks.__anext__()
-        except StopAsyncIteration:
-            self._ended = True
-            return None
-        except BaseException:
-            self._ended = True  # the exception went through, and so finished, the chain
-            raise
-
-    async def read(self, limit: int) -> bytes:
-        """Up to ``limit`` bytes of the body (an error body, a whole JSON completion)."""
-        out = bytearray()
-        while len(out) < limit and (chunk := await self.receive()) is not None:
-            out += chunk
-        return bytes(out[:limit])
-
-    async def discard(self) -> None:
-        """Close the response and finish the body iterator. Shielded and bounded: safe in
-        ``finally`` while cancelled."""
-        with trio.CancelScope(shield=True) as scope:
-            scope.deadline = trio.current_time() + CLOSE_GRACE_S
-            await self.response.aclose()
-            # Reading after the close ends in an error raised *inside* the innermost
-            # generator, which finishes every generator of the chain.
-            for _ in range(10_000):
-                if self._ended or self._chunks is None:
-                    break
-                try:
-                    await self.receive()
-                except Exception:
-                    break
 
 
 class _Job:
@@ -198,6 +134,7 @@ class _Job:
         self.started = False
         self.retries: dict[RetryKind, int] = {}
         self.malformed = 0
+        self.secret = (self.config.api_key or "").strip() or None  # masked in messages
 
     async def run(self) -> Terminal:
         attempt = 0
@@ -216,7 +153,8 @@ class _Job:
             self.retries[kind] = self.retries.get(kind, 0) + 1
             await self.emit(Retrying(attempt=attempt, category=terminal.category,
                                      max_retries=self.config.retry.budget(kind),
-                                     delay_s=round(delay, 3), status=terminal.status))
+                                     delay_s=round(delay, 3), status=terminal.status,
+                                     bounded=True))
             await trio.sleep_until(resume)
         if self.malformed:
             log.warning("skipped malformed stream events",
@@ -241,15 +179,20 @@ class _Job:
         attempt_start = trio.current_time()
         headers_deadline = min(self.first_output_deadline,
                                attempt_start + self.config.first_byte_s)
-        body: _Body | None = None
+        try:
+            request = self.runner.build_request(self.body)
+        except (httpx.HTTPError, ValueError):  # e.g. a key that is not valid in a header
+            return Error(code=codes.REQUEST_FAILED, category="unknown",
+                         message=f"{self.config.name}: the request could not be built "
+                                 "(check the base URL, the API key and extra headers)")
+        body: Body | None = None
         try:
             with trio.move_on_at(headers_deadline):
                 try:
-                    response = await self.runner.client.send(
-                        self.runner.build_request(self.body), stream=True)
+                    response = await self.runner.client.send(request, stream=True)
                 except httpx.HTTPError as exc:
                     return _transport_error(exc)
-                body = _Body(response)
+                body = Body(response)
             if body is None:
                 return self._timeout(headers_deadline, headers=True)
             status = body.response.status_code
@@ -263,7 +206,7 @@ class _Job:
             if body is not None:
                 await body.discard()
 
-    async def _error_response(self, body: _Body) -> Error:
+    async def _error_response(self, body: Body) -> Error:
         """Classify a non-2xx answer from its status, headers and (bounded) body."""
         raw = b""
         with trio.move_on_at(min(self.first_output_deadline, trio.current_time() + 10.0)):
@@ -273,9 +216,9 @@ class _Job:
                 pass
         response = body.response
         return classify(parse_error_body(response.status_code, raw), headers=response.headers,
-                        now=time.time(), secret=self.config.api_key)
+                        now=time.time(), secret=self.secret)
 
-    async def _whole(self, body: _Body) -> Terminal:
+    async def _whole(self, body: Body) -> Terminal:
         """A JSON body where a stream was asked for: one completion (or an error object)."""
         reader = self._reader()
         with trio.move_on_at(self.first_output_deadline) as scope:
@@ -285,11 +228,18 @@ class _Job:
                 return self._ended(reader, exc)
         if scope.cancelled_caught:
             return self._timeout(scope.deadline)
-        for event in reader.feed_completion(raw):
-            await self._send(event)
-        return await self._finish(reader, at_eof=True)
+        if raw.lstrip()[:5] == b"data:" or raw.lstrip()[:1] == b":":
+            # an SSE body under a JSON content type
+            decoder = SSEDecoder(max_event_bytes=self.config.max_json_body_bytes)
+            for sse in decoder.feed(raw) + decoder.close():
+                for event in reader.feed(sse):
+                    await self._send(event)
+        else:
+            for event in reader.feed_completion(raw):
+                await self._send(event)
+        return await self._finish(reader)
 
-    async def _stream(self, body: _Body) -> Terminal:
+    async def _stream(self, body: Body) -> Terminal:
         decoder = SSEDecoder(max_event_bytes=self.config.max_event_bytes)
         reader = self._reader()
         idle_s = self.config.timeouts.idle_s
@@ -299,7 +249,7 @@ class _Job:
                 try:
                     data = await body.receive()
                 except httpx.HTTPError as exc:
-                    return await self._finish(reader, at_eof=True, cause=exc)
+                    return await self._finish(reader, cause=exc)
                 try:
                     events = decoder.feed(data) if data is not None else decoder.close()
                 except SSETooLarge as exc:
@@ -309,25 +259,24 @@ class _Job:
                     for event in reader.feed(sse):
                         await self._send(event)
                     if reader.done or reader.error is not None:
-                        return await self._finish(reader, at_eof=False, body=body)
+                        return await self._finish(reader, body=body)
                     if self.content_seen:  # the idle clock restarts on every event
                         deadline = min(self.total_deadline, trio.current_time() + idle_s)
                 if data is None:
-                    return await self._finish(reader, at_eof=True)
+                    return await self._finish(reader)
                 continue
             return self._timeout(scope.deadline)
 
     def _reader(self) -> ChunkReader:
-        secret = self.config.api_key
+        secret = self.secret
 
         def on_error(payload: dict[str, object] | str) -> Error:
             return classify_stream_error(payload, now=time.time(), secret=secret)
 
         return ChunkReader(on_error)
 
-    async def _finish(self, reader: ChunkReader, *, at_eof: bool,
-                      cause: httpx.HTTPError | None = None, body: _Body | None = None
-                      ) -> Terminal:
+    async def _finish(self, reader: ChunkReader, *, cause: httpx.HTTPError | None = None,
+                      body: Body | None = None) -> Terminal:
         """The attempt's terminal event, after its usage (a failed hop's usage counts too)."""
         self.malformed += reader.malformed
         if reader.usage is not None:
@@ -340,7 +289,7 @@ class _Job:
             return Stop(finish_reason=reader.finish_reason or "stop")
         return self._ended(reader, cause)
 
-    async def _drain(self, body: _Body) -> None:
+    async def _drain(self, body: Body) -> None:
         """Read to the end of the body after ``[DONE]`` so the connection can be reused."""
         with trio.move_on_at(min(self.total_deadline, trio.current_time() + DRAIN_S)):
             try:

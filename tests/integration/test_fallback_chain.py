@@ -1,0 +1,150 @@
+"""Fallback chains over real sockets: a CLI hop and metered HTTP hops against loopback
+mocks, driven by the official SDK. The fault tier of the openai-compatible provider itself is
+in test_openai_compat_faults.py; this is the engine's side (BRIEF §4)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+import trio
+from mock_openai_upstream import MockOpenAI, serve_mock
+from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
+
+BODY: dict[str, Any] = {"model": "smart", "messages": [{"role": "user", "content": "hi"}]}
+
+
+def router(mock: MockOpenAI) -> dict[str, Any]:
+    return {"kind": "openai-compatible", "base_url": mock.base_url, "api_key_env": "ROUTER_KEY",
+            "metered": True, "timeouts": {"first_output_s": 5, "idle_s": 5, "total_s": 20}}
+
+
+def config(*, primary: dict[str, Any], chain: list[dict[str, Any]],
+           backup: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    providers: dict[str, Any] = {"enabled": {"openai": False, "mistral": False}, **primary}
+    if backup:
+        providers.update(backup)
+    return {"providers": providers, "routing": {"chains": {"smart": chain}, **extra},
+            "auth": {"fallback_detail_header_policy": "all"}}
+
+
+def fake_claude(scenario: str) -> dict[str, Any]:
+    return {"anthropic": {"binary": str(FAKE_CLAUDE), "env": {
+        "FAKE_CLAUDE_SCENARIO": scenario, "ANTHROPIC_API_KEY": "sk-fake"}}}
+
+
+def post(proxy: Proxy, **extra: Any) -> httpx.Response:
+    return httpx.post(f"{proxy.url}/v1/chat/completions", json={**BODY, **extra},
+                      headers={"Authorization": f"Bearer {proxy.token}"}, timeout=30)
+
+
+def detail(resp: httpx.Response) -> list[tuple[str, str, str]]:
+    return [(d["provider"], d["code"], d["trigger_type"])
+            for d in json.loads(resp.headers.get("x-olp-fallback-detail", "[]"))]
+
+
+async def test_cli_429_falls_back_to_a_metered_hop_with_its_model_and_usage(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    mock = await nursery.start(serve_mock)
+    cfg = config(primary=fake_claude("rate_limit"), backup={"router": router(mock)}, chain=[
+        {"name": "sub", "provider": "anthropic", "model": "claude-sonnet-4-6"},
+        {"name": "api", "provider": "router", "model": "gpt-x", "metered": True}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+            streamed = await in_thread(lambda: post(
+                proxy, stream=True, stream_options={"include_usage": True},
+                messages=[{"role": "user", "content": "again"}]))
+    assert resp.status_code == 200
+    body = resp.json()
+    assert body["choices"][0]["message"]["content"] == "Hello from the mock upstream."
+    assert body["model"] == "gpt-x-2025-01-01"  # the model that served, as the upstream named it
+    assert body["usage"]["prompt_tokens"] > 0
+    assert resp.headers["x-olp-served-by"] == "api"
+    assert resp.headers["x-olp-model-used"] == "gpt-x"
+    assert resp.headers["x-olp-credential"] == "metered"
+    assert resp.headers["x-olp-fallback-hops"] == "1"
+    # claude announced it was retrying a 429: abandoned at once for the next hop
+    assert detail(resp) == [("anthropic", "RETRY_ABANDONED", "hard")]
+    assert streamed.status_code == 200 and streamed.text.endswith("data: [DONE]\n\n")
+    assert '"usage":{"prompt_tokens"' in streamed.text
+
+
+async def test_a_primary_down_for_a_while_opens_its_circuit_then_recovers(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    primary = await nursery.start(serve_mock)
+    backup = await nursery.start(serve_mock)
+    primary.set_scenario("unavailable")
+    cfg = config(primary={"main": router(primary)}, backup={"spare": router(backup)}, chain=[
+        {"provider": "main", "model": "m1", "metered": True},
+        {"provider": "spare", "model": "m2", "metered": True}],
+        resilience={"circuit_failures": 2, "probe_after_s": 1})
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            for i in range(2):  # two failures (each retried once on the hop) open the circuit
+                resp = await in_thread(lambda i=i: post(proxy, user=f"{i}", messages=[
+                    {"role": "user", "content": f"q{i}"}]))
+                assert resp.headers["x-olp-provider-used"] == "spare"
+                assert detail(resp) == [("main", "UPSTREAM_5XX", "hard")]
+            assert primary.request_count == 4
+            resp = await in_thread(lambda: post(proxy, messages=[{"role": "user",
+                                                                 "content": "q2"}]))
+            assert detail(resp) == [("main", "CIRCUIT_OPEN", "soft")]
+            assert primary.request_count == 4  # skipped without a request
+            health = await in_thread(lambda: proxy.get("/health").json())
+            assert health["providers"]["main"]["circuit_open"] is True
+            primary.set_scenario("success")  # it recovers
+            await trio.sleep(1.2)
+            resp = await in_thread(lambda: post(proxy, messages=[{"role": "user",
+                                                                 "content": "q3"}]))
+            assert resp.headers["x-olp-provider-used"] == "main" and detail(resp) == []
+            health = await in_thread(lambda: proxy.get("/health").json())
+            assert health["resilience"]["circuits"] == []
+
+
+async def test_client_errors_are_returned_at_once_never_fallen_back(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    primary = await nursery.start(serve_mock)
+    backup = await nursery.start(serve_mock)
+    primary.set_scenario("content_policy")
+    cfg = config(primary={"main": router(primary)}, backup={"spare": router(backup)}, chain=[
+        {"provider": "main", "model": "m1", "metered": True},
+        {"provider": "spare", "model": "m2", "metered": True}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.status_code == 400
+    assert "safety system" in resp.json()["error"]["message"]  # the provider's reason
+    assert detail(resp) == [("main", "CONTENT_POLICY", "client_error")]
+    assert backup.request_count == 0
+
+
+async def test_metered_entries_need_consent_and_can_be_forbidden(tmp_path: Path,
+                                                                 nursery: trio.Nursery) -> None:
+    mock = await nursery.start(serve_mock)
+    chain = [{"provider": "anthropic", "model": "claude-sonnet-4-6"},
+             {"provider": "router", "model": "gpt-x"}]  # no "metered": true
+    cfg = config(primary=fake_claude("rate_limit"), backup={"router": router(mock)}, chain=chain)
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "a", cfg, env={"ROUTER_KEY": "k"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+            logs = json.dumps(proxy.logs)
+    assert resp.status_code == 429 and mock.request_count == 0  # pruned: never reached
+    assert "metered" in logs and "pruned" in logs
+    # Only metered entries left, and metered fallback forbidden: a start-up error naming it.
+    cfg = config(primary={}, backup={"router": router(mock)},
+                 chain=[{"provider": "router", "model": "gpt-x", "metered": True}])
+    home = tmp_path / "b"
+    home.mkdir()
+    (home / "config.json").write_text(json.dumps(cfg))
+    done = await trio.run_process(
+        [sys.executable, "-m", "olp", "start"], check=False, capture_stderr=True,
+        env={**os.environ, "OLP_HOME": str(home), "OLP_PORT": "0",
+             "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789", "ROUTER_KEY": "k",
+             "OLP_FORBID_METERED_FALLBACK": "1"})
+    assert done.returncode == 2
+    assert b"routing.chains.smart" in done.stderr

@@ -1,0 +1,29 @@
+"""A loopback mock of the Mistral chat-completions API that the real ``vibe`` CLI accepts.
+
+In-process (trio)::
+
+    mock = await nursery.start(serve_mock)          # or partial(serve_mock, scenario="auth")
+    config_toml = f'... api_base = "{mock.api_base}" ...'   # http://127.0.0.1:PORT/v1
+    mock.set_scenario("rate_limit", retry_after=1)
+    assert mock.chat_requests()[0]["body"]["model"] == "mistral-vibe-cli-latest"
+
+As a process: ``PYTHONPATH=tests python -m mock_mistral --port 0 --scenario success`` prints
+``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;
+``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
+``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.
+"""
+
+from ._server import (
+    BOOTSTRAP_ROUTE,
+    CHAT_ROUTE,
+    DEFAULT_DELTAS,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    SCENARIOS,
+    MockMistral,
+    Scenario,
+    serve_mock,
+)
+
+__all__ = ["BOOTSTRAP_ROUTE", "CHAT_ROUTE", "DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS",
+           "SCENARIOS", "MockMistral", "Scenario", "serve_mock"]

@@ -1,0 +1,37 @@
+"""A loopback mock of the OpenAI Responses API that the real ``codex`` CLI accepts.
+
+In-process (trio)::
+
+    mock = await nursery.start(serve_mock, scenario="success")
+    # codex config.toml: [model_providers.mock] base_url = mock.base_url  (ends in /v1),
+    #                    wire_api = "responses", env_key = "MOCK_OPENAI_API_KEY"
+    mock.set_scenario("rate_limit", retry_after=1)
+    assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "gpt-mock"
+
+As a process: ``PYTHONPATH=tests python -m mock_openai_responses --port 0`` prints
+``LISTENING http://127.0.0.1:PORT/v1`` once bound and serves until SIGTERM/SIGINT;
+``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
+``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. Scenarios and options are
+in ``_server.py``; records and the control API are those of ``mock_anthropic``
+(``tests/fakes/README.md``).
+"""
+
+from ._server import (
+    DEFAULT_DELTAS,
+    INPUT_TOKENS,
+    OUTPUT_TOKENS,
+    SCENARIOS,
+    MockResponses,
+    Scenario,
+    serve_mock,
+)
+
+__all__ = [
+    "DEFAULT_DELTAS",
+    "INPUT_TOKENS",
+    "OUTPUT_TOKENS",
+    "SCENARIOS",
+    "MockResponses",
+    "Scenario",
+    "serve_mock",
+]

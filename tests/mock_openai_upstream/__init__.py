@@ -1,0 +1,12 @@
+"""A loopback mock of an OpenAI-compatible chat completions API with scripted faults."""
+
+from ._server import (
+    DEFAULT_DELTAS,
+    PROMPT_TOKENS,
+    SCENARIOS,
+    MockOpenAI,
+    Scenario,
+    serve_mock,
+)
+
+__all__ = ["DEFAULT_DELTAS", "PROMPT_TOKENS", "SCENARIOS", "MockOpenAI", "Scenario", "serve_mock"]

@@ -1,0 +1,95 @@
+"""The vibe argv/stdin/env: exact argv, no client text on argv, system text at the head of the
+prompt, the model and a per-spawn VIBE_HOME in the env, images refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from olp.actors import CapabilityMissing, CliAdapter
+from olp.actors.vibe import VibeAdapter
+from olp.ir import ChatRequest, ImagePart, Message, TextPart
+
+BASE = Path("/tmp/olp-job-x")
+WORKDIR = BASE / "work"
+USER_TEXT = "Tell me a secret about ünïcode ✓ and $HOME `rm -rf`"
+SYSTEM = "You are terse."
+DEVELOPER = "Answer in French."
+
+
+def msg(role: str, text: str) -> Message:
+    return Message(role=role, content=(TextPart(text=text),))  # type: ignore[arg-type]
+
+
+def request(*messages: Message, **kw: object) -> ChatRequest:
+    return ChatRequest(model="devstral", messages=messages, **kw)  # type: ignore[arg-type]
+
+
+def invoke(req: ChatRequest, extra_args: tuple[str, ...] = (), model: str = "devstral-2-25-12",
+           ) -> tuple[list[str], str, dict[str, str]]:
+    inv = VibeAdapter().invocation(req, binary="/opt/vibe/bin/vibe", model=model,
+                                   workdir=WORKDIR, extra_args=extra_args)
+    assert inv.files == {} and inv.binary_files == {}
+    return list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.env)
+
+
+def test_adapter_satisfies_the_protocol() -> None:
+    adapter: CliAdapter = VibeAdapter()
+    assert adapter.name == "mistral"
+
+
+def test_argv_is_exact_and_prompt_goes_on_stdin() -> None:
+    argv, stdin, env = invoke(request(msg("user", USER_TEXT)), extra_args=("--max-turns", "1"))
+    assert argv == ["/opt/vibe/bin/vibe", "-p", "--output", "streaming",
+                    "--output-dir", str(WORKDIR / "out"), "--max-turns", "1"]
+    assert stdin == USER_TEXT
+
+
+def test_model_and_vibe_home_are_in_the_spawn_env() -> None:
+    _, _, env = invoke(request(msg("user", "hi")), model="devstral-2-25-12")
+    assert env["VIBE_HOME"] == str(BASE / "home" / ".vibe")
+    assert env["VIBE_ACTIVE_MODEL"] == "devstral-2-25-12"
+    # vibe falls back silently to its default for an alias it does not know: define it
+    assert json.loads(env["VIBE_MODELS"]) == [
+        {"alias": "devstral-2-25-12", "name": "devstral-2-25-12", "provider": "mistral"}]
+    assert set(env) == {"VIBE_HOME", "VIBE_ACTIVE_MODEL", "VIBE_MODELS"}
+
+
+def test_system_text_heads_the_prompt() -> None:
+    _, stdin, _ = invoke(request(msg("system", SYSTEM), msg("developer", DEVELOPER),
+                                 msg("user", USER_TEXT)))
+    assert stdin.startswith(f"System instructions:\n{SYSTEM}\n\n{DEVELOPER}\n\n")
+    assert USER_TEXT in stdin
+    assert stdin.index(SYSTEM) < stdin.index(USER_TEXT)
+
+
+def test_no_client_text_on_argv_or_env_for_a_conversation() -> None:
+    req = request(msg("system", SYSTEM), msg("developer", DEVELOPER), msg("user", USER_TEXT),
+                  msg("assistant", "ASSISTANT-TURN"), msg("user", "SECOND-QUESTION"),
+                  response_format={"type": "json_schema",
+                                   "json_schema": {"name": "n", "schema": {"title": "SCHEMA"}}})
+    argv, stdin, env = invoke(req)
+    for needle in (USER_TEXT, SYSTEM, DEVELOPER, "ASSISTANT-TURN", "SECOND-QUESTION", "SCHEMA",
+                   "secret", "French"):
+        assert not any(needle in a for a in argv), needle
+        assert not any(needle in v for v in env.values()), needle
+        assert needle in stdin, needle
+    assert stdin.startswith("Respond with a single JSON object only")
+    assert stdin.index("ASSISTANT-TURN") < stdin.index("SECOND-QUESTION")
+
+
+def test_a_huge_prompt_stays_off_argv() -> None:
+    big = "x" * (300 * 1024)
+    argv, stdin, _ = invoke(request(msg("user", big)))
+    assert sum(len(a) for a in argv) < 300
+    assert stdin == big
+
+
+def test_images_are_a_missing_capability() -> None:
+    req = request(Message(role="user", content=(TextPart(text="what is this?"),
+                                                ImagePart(url="data:image/png;base64,AAAA"))))
+    with pytest.raises(CapabilityMissing) as info:
+        invoke(req)
+    assert info.value.capability == "images"
