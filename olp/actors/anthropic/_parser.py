@@ -28,8 +28,6 @@ After a terminal event :meth:`AnthropicParser.feed` returns nothing and
 
 from __future__ import annotations
 
-import re
-import signal
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -37,6 +35,7 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
+from olp.actors._exit import describe_exit, stderr_excerpt
 from olp.ir import Error, Event, FinishReason, Retrying, Start, Stop, TextDelta, Usage
 
 from ._classify import STREAM_ABANDONED, Failure, classify, retry_category
@@ -180,8 +179,8 @@ class AnthropicParser:
             return Error(code=PROTOCOL_ERROR, category="unknown",
                          message="claude exited with code 0 without a result line")
         after = " after a complete answer" if self._finish_reason is not None else ""
-        message = f"claude {_describe_exit(returncode)}{after}"
-        excerpt = _stderr_excerpt(stderr_tail)
+        message = f"claude {describe_exit(returncode)}{after}"
+        excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
         if excerpt:
             message = f"{message}; stderr: {excerpt}"
         return Error(code=CLI_FAILED, category="unknown", message=message)
@@ -285,33 +284,3 @@ _T = TypeVar("_T")
 
 def _first(*values: _T | None) -> _T | None:
     return next((v for v in values if v is not None), None)
-
-
-def _describe_exit(returncode: int) -> str:
-    """``exited with code 1``, ``was killed by signal 9 (SIGKILL)``, ``exited with code 143
-    (signal 15, SIGTERM)``; a code 129..192 is read as 128 + a signal number."""
-    if returncode < 0:
-        return f"was killed by signal {-returncode}{_signal_name(-returncode, ' ({})')}"
-    if 128 < returncode <= 128 + 64:
-        number = returncode - 128
-        return f"exited with code {returncode} (signal {number}{_signal_name(number, ', {}')})"
-    return f"exited with code {returncode}"
-
-
-def _signal_name(number: int, template: str) -> str:
-    try:
-        return template.format(signal.Signals(number).name)
-    except ValueError:
-        return ""
-
-
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]+")
-_SECRET: Final = re.compile(r"(sk-[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+|(Bearer\s+)\S+")
-
-
-def _stderr_excerpt(stderr_tail: bytes) -> str:
-    """The end of stderr on one line, secrets masked, at most :data:`STDERR_LIMIT` chars."""
-    text = _CONTROL.sub(" ", stderr_tail.decode("utf-8", "replace"))
-    text = " ".join(text.split())
-    text = _SECRET.sub(lambda m: f"{m[1] or m[2]}…", text)
-    return text if len(text) <= STDERR_LIMIT else "…" + text[-(STDERR_LIMIT - 1):]

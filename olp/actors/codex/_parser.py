@@ -32,8 +32,6 @@ codex does not say which model served (the request's ``model`` is exactly ``-m``
 
 from __future__ import annotations
 
-import re
-import signal
 import time
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
@@ -42,6 +40,7 @@ from typing import Final
 import msgspec
 
 from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
+from olp.actors._exit import describe_exit, stderr_excerpt
 from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage
 
 from ._classify import classify, parse_reconnect
@@ -143,7 +142,7 @@ class CodexParser:
                          message="codex exited with code 0 without a turn.completed line")
         after = " after a complete answer" if self._completed else ""
         message = f"codex {describe_exit(returncode)}{after}"
-        excerpt = stderr_excerpt(stderr_tail)
+        excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT, drop=NOTICES)
         if excerpt:
             message = f"{message}; stderr: {excerpt}"
         return Error(code=CLI_FAILED, category="unknown", message=message)
@@ -186,37 +185,5 @@ class CodexParser:
         return classify(message, now=self._now(), tz=self._tz)
 
 
-def describe_exit(returncode: int) -> str:
-    """``exited with code 1``, ``was killed by signal 15 (SIGTERM)``, ``exited with code 143
-    (signal 15, SIGTERM)``; a code 129..192 is read as 128 + a signal number."""
-    if returncode < 0:
-        return f"was killed by signal {-returncode}{_signal_name(-returncode, ' ({})')}"
-    if 128 < returncode <= 128 + 64:
-        number = returncode - 128
-        return f"exited with code {returncode} (signal {number}{_signal_name(number, ', {}')})"
-    return f"exited with code {returncode}"
-
-
-def _signal_name(number: int, template: str) -> str:
-    try:
-        return template.format(signal.Signals(number).name)
-    except ValueError:
-        return ""
-
-
-_CONTROL: Final = re.compile(r"[\x00-\x1f\x7f]+")
-_SECRET: Final = re.compile(r"(sk-[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+|(Bearer\s+)\S+")
-
-
-def stderr_excerpt(stderr_tail: bytes) -> str:
-    """The end of stderr on one line, secrets masked, at most :data:`STDERR_LIMIT` chars.
-
-    codex's constant ``Reading additional input from stdin...``/``Reading prompt from
-    stdin...`` notices are dropped."""
-    text = stderr_tail.decode("utf-8", "replace")
-    lines = [ln for ln in text.splitlines()
-             if ln.strip() not in ("Reading additional input from stdin...",
-                                   "Reading prompt from stdin...")]
-    text = " ".join(_CONTROL.sub(" ", " ".join(lines)).split())
-    text = _SECRET.sub(lambda m: f"{m[1] or m[2]}…", text)
-    return text if len(text) <= STDERR_LIMIT else "…" + text[-(STDERR_LIMIT - 1):]
+#: codex's constant notices on stderr, not worth an error message.
+NOTICES: Final = ("Reading additional input from stdin...", "Reading prompt from stdin...")

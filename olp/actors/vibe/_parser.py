@@ -30,7 +30,6 @@ Both are computed once, on the first call of either, and are idempotent.
 from __future__ import annotations
 
 import re
-import signal
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -39,6 +38,7 @@ from typing import Final
 import msgspec
 
 from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
+from olp.actors._exit import describe_exit, mask_secrets, stderr_excerpt
 from olp.ir import Error, Event, Stop, TextDelta, Usage
 
 from ._classify import Failure, classify
@@ -177,13 +177,13 @@ class VibeParser:
         marked = _marked_line(stderr_tail)
         killed = returncode < 0 or 128 < returncode <= 128 + 64
         if killed or (export is None and marked is None):  # a signal, or a crash
-            message = f"vibe {_describe_exit(returncode)}"
-            excerpt = stderr_excerpt(stderr_tail)
+            message = f"vibe {describe_exit(returncode)}"
+            excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
             return Error(code=CLI_FAILED, category="unknown",
                          message=f"{message}; stderr: {excerpt}" if excerpt else message)
         error = export.error if export is not None else None
         text = ((error.message if error is not None else None) or marked
-                or stderr_excerpt(stderr_tail))
+                or stderr_excerpt(stderr_tail, limit=STDERR_LIMIT))
         if outcome is None:  # no export.json: "Stopped: terminated" / "Stopped: deadline"
             outcome = _stopped_reason(stderr_tail)
         failure = Failure(text=mask_secrets(text), code=error.code if error else None,
@@ -200,14 +200,6 @@ def _text_of(content: list[_Part] | str | None) -> str:
 
 
 _PREFIX: Final = re.compile(r"^(Error|Stopped):\s*")
-_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]+")
-_SECRET: Final = re.compile(r"(Bearer\s+)\S+|((?:sk|key)-[A-Za-z0-9_-]{4})[A-Za-z0-9_-]+",
-                            re.IGNORECASE)
-
-
-def mask_secrets(text: str) -> str:
-    """``text`` with bearer tokens and key-looking strings cut to a short prefix."""
-    return _SECRET.sub(lambda m: f"{m[1] or m[2]}…", text)
 
 
 def _marked_line(stderr_tail: bytes) -> str | None:
@@ -224,31 +216,6 @@ def _stopped_reason(stderr_tail: bytes) -> str | None:
     if lines and lines[-1].startswith("Stopped:"):
         return lines[-1].removeprefix("Stopped:").strip() or None
     return None
-
-
-def stderr_excerpt(stderr_tail: bytes) -> str:
-    """The end of stderr on one line, secrets masked, at most :data:`STDERR_LIMIT` chars."""
-    text = _CONTROL.sub(" ", stderr_tail.decode("utf-8", "replace"))
-    text = mask_secrets(" ".join(text.split()))
-    return text if len(text) <= STDERR_LIMIT else "…" + text[-(STDERR_LIMIT - 1):]
-
-
-def _describe_exit(returncode: int) -> str:
-    """``exited with code 1``, ``was killed by signal 9 (SIGKILL)``, ``exited with code 143
-    (signal 15, SIGTERM)``; a code 129..192 is read as 128 + a signal number."""
-    if returncode < 0:
-        return f"was killed by signal {-returncode}{_signal_name(-returncode, ' ({})')}"
-    if 128 < returncode <= 128 + 64:
-        number = returncode - 128
-        return f"exited with code {returncode} (signal {number}{_signal_name(number, ', {}')})"
-    return f"exited with code {returncode}"
-
-
-def _signal_name(number: int, template: str) -> str:
-    try:
-        return template.format(signal.Signals(number).name)
-    except ValueError:
-        return ""
 
 
 __all__ = ["VibeParser", "read_export"]
