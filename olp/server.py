@@ -138,12 +138,14 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
             headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
                                  frozenset(n for n, r in runtime.reports.items()
                                            if r.metered)),
-            max_body_bytes=settings.config.server.max_body_bytes)
+            max_body_bytes=settings.config.server.max_body_bytes,
+            heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000)
         app = create_app(services)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_persist_health, engine, state, changes)
                 await nursery.start(flights.run)
+                services.background = nursery
                 await _serve_app(app, settings, actors, task_status)
                 nursery.cancel_scope.cancel(reason="stopped")
         finally:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Literal
 
+import trio
+
 from olp.actors import ProviderActor
 from olp.cache import CacheService, ReplaySource, Singleflight, cache_key
 from olp.cache import has_cache_control_markers as has_markers
@@ -70,7 +72,8 @@ class _Recording:
         event = await self._source.receive()
         self._events.append(event)
         if isinstance(event, Stop) and not any(isinstance(e, Error) for e in self._events):
-            await self._store(self._events)
+            with trio.CancelScope(shield=True):  # receive() stays cancel-safe
+                await self._store(self._events)
         return event
 
     def abandon(self) -> None:

@@ -60,6 +60,8 @@ class Services:
     headers: _chat.HeaderPolicy = field(default_factory=_chat.HeaderPolicy)
     cache: CacheStore | None = None
     flights: Singleflight | None = None
+    heartbeat_s: float = 0.0  # streaming.heartbeat_interval_ms / 1000; 0 = off
+    background: trio.Nursery | None = None  # where heartbeat streams' engine work runs
     max_body_bytes: int = 5 * 1024 * 1024
     started_at: float = field(default_factory=time.time)
 
@@ -136,6 +138,10 @@ def create_app(services: Services) -> QuartTrio:
                            exc.param) from None
         try:
             context = _chat.context()
+            if chat.stream and services.heartbeat_s > 0 and services.background is not None:
+                return await _chat.stream_with_heartbeat(
+                    services.engine, chat, context, services.headers, services.background,
+                    services.heartbeat_s)
             if chat.stream:
                 answer = await services.engine.open(chat, context)
                 return _chat.stream(chat, answer, services.headers)

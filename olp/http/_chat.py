@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import trio
@@ -16,6 +16,7 @@ from olp.engine import (
     CacheMode,
     ChainFailed,
     Completion,
+    Engine,
     Hop,
     HopRecord,
     RequestContext,
@@ -25,6 +26,7 @@ from olp.ir import ChatRequest
 from olp.ir.openai import ChunkEncoder, CompletionBuilder, completion_id
 
 from ._errors import ApiError, upstream_error
+from ._heartbeat import HeartbeatBody, Opening
 from ._sse import SseBody
 
 log = logging.getLogger("olp.http")
@@ -106,21 +108,50 @@ def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiE
     return error
 
 
-def stream(chat: ChatRequest, answer: Answer, policy: HeaderPolicy) -> Response:
+def stream(chat: ChatRequest, answer: Answer, policy: HeaderPolicy, *,
+           keepalive_s: float | None = None) -> Response:
     encoder = ChunkEncoder(id=completion_id(), created=int(time.time()), model=answer.model,
                            include_usage=chat.include_usage)
+    headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
+                                         answer.ignored_params, policy, answer.cache)}
+    return _sse_response(SseBody(answer, encoder, _stream_logger(chat, answer),
+                                 keepalive_s=keepalive_s), headers)
+
+
+async def stream_with_heartbeat(engine: Engine, chat: ChatRequest, context: RequestContext,
+                                policy: HeaderPolicy, nursery: trio.Nursery,
+                                interval: float) -> Response:
+    """Like :func:`stream`, but if no content came within ``interval``, commit a 200 and
+    send keep-alive comments until it does (see :mod:`._heartbeat`)."""
+    opening = Opening(engine, chat, context)
+    nursery.start_soon(opening.run)
+    try:
+        with trio.move_on_after(interval):
+            return stream(chat, await opening.result(), policy, keepalive_s=interval)
+    except BaseException:
+        opening.cancel()
+        raise
+    headers = {**SSE_HEADERS, "X-OLP-Requested-Model": chat.model, "X-OLP-Heartbeat": "true",
+               "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
+    return _sse_response(HeartbeatBody(opening, chat, interval, _stream_logger(chat, None)),
+                         headers)
+
+
+def _sse_response(body: SseBody | HeartbeatBody, headers: dict[str, str]) -> Response:
+    response = Response(body, status=200, headers=headers, content_type="text/event-stream")
+    response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
+    return response
+
+
+def _stream_logger(chat: ChatRequest, answer: Answer | None) -> Callable[[str], None]:
     t0, key = g.t0, g.principal.name  # the request context is gone while the body streams
 
     def on_end(outcome: str) -> None:
-        log_request(chat, answer.hop.provider, answer.model, 200, outcome, key=key,
+        log_request(chat, answer.hop.provider if answer else "-",
+                    answer.model if answer else "-", 200, outcome, key=key,
                     seconds=trio.current_time() - t0)
 
-    headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
-                                         answer.ignored_params, policy, answer.cache)}
-    response = Response(SseBody(answer, encoder, on_end), status=200, headers=headers,
-                        content_type="text/event-stream")
-    response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
-    return response
+    return on_end
 
 
 def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy) -> Response:

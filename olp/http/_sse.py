@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import trio
+
 from olp.engine import Answer
-from olp.ir import Error, Stop, TextDelta, ToolCallDelta, Usage
+from olp.ir import Error, Event, Stop, TextDelta, ToolCallDelta, Usage
 from olp.ir.openai import DONE, ChunkEncoder
+
+KEEPALIVE = b": keepalive\n\n"
 
 
 class SseBody:
@@ -17,10 +21,14 @@ class SseBody:
     with ``finish``, the usage chunk when asked for, and ``[DONE]`` — or, when the hop fails
     after content was sent, with an ``error`` event and no ``[DONE]``, so clients raise.
     ``on_end(outcome)`` is called once, with ``"ok"``, the error code, or ``"disconnected"``.
+    With ``keepalive_s``, a ``: keepalive`` comment is sent after that much silence.
     """
 
-    def __init__(self, answer: Answer, encoder: ChunkEncoder,
-                 on_end: Callable[[str], None]) -> None:
+    OnEnd = Callable[[str], None]
+
+    def __init__(self, answer: Answer, encoder: ChunkEncoder, on_end: OnEnd, *,
+                 keepalive_s: float | None = None) -> None:
+        self._keepalive_s = keepalive_s
         self._answer = answer
         self._enc = encoder
         self._on_end = on_end
@@ -39,7 +47,16 @@ class SseBody:
             self._started = True
             out += self._enc.role()
         while True:
-            event = await self._answer.__anext__()
+            if self._keepalive_s is None or out:
+                event = await self._answer.__anext__()
+            else:
+                # The event sources are cancel-safe: a timed-out receive loses nothing.
+                received: Event | None = None
+                with trio.move_on_after(self._keepalive_s):
+                    received = await self._answer.__anext__()
+                if received is None:
+                    return KEEPALIVE
+                event = received
             self._enc.model = self._answer.model
             match event:
                 case TextDelta(text=text):
