@@ -28,7 +28,14 @@ from olp.config import Registry, Settings, load_registry
 from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
 from olp.http import HeaderPolicy, Services, create_app
 from olp.routing import build_router
-from olp.store import HEALTH_STATE, AsyncKeyStore, Database, KeyStore, StateStore
+from olp.store import (
+    HEALTH_STATE,
+    LEDGER_STATE,
+    AsyncKeyStore,
+    Database,
+    KeyStore,
+    StateStore,
+)
 
 log = logging.getLogger("olp.server")
 
@@ -75,15 +82,17 @@ class _Changes:
         self._event = trio.Event()
 
 
-async def _persist_health(engine: Engine, state: StateStore, changes: _Changes) -> None:
-    """Save the cooldowns and circuits whenever they change (one write at a time), so a
-    restart keeps resting the providers that need it."""
-    saved_version = engine.health.version
+async def _persist_state(engine: Engine, state: StateStore, changes: _Changes) -> None:
+    """Save the cooldowns, circuits and soft-trigger counts whenever they change (one write
+    at a time; bursts coalesce), so a restart keeps resting the providers that need it and
+    keeps today's counts."""
+    saved = {HEALTH_STATE: engine.health.version, LEDGER_STATE: engine.ledger.version}
     while True:
         await changes.wait()
-        if engine.health.version != saved_version:
-            saved_version = engine.health.version
-            await state.save_async(HEALTH_STATE, engine.health.snapshot())
+        for name, book in ((HEALTH_STATE, engine.health), (LEDGER_STATE, engine.ledger)):
+            if book.version != saved[name]:
+                saved[name] = book.version
+                await state.save_async(name, book.snapshot())
 
 
 def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
@@ -124,10 +133,14 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         saved = await state.load_async(HEALTH_STATE)
         if saved is not None:
             health.restore(saved)
+        ledger = Ledger(soft_limits(settings))
+        saved = await state.load_async(LEDGER_STATE)
+        if saved is not None:
+            ledger.restore(saved)
         changes = _Changes()
         cache = cache_store(settings, db)
         flights = Singleflight(max_buffer=settings.config.cache.max_client_buffer_events)
-        engine = Engine(router, actors, health=health, ledger=Ledger(soft_limits(settings)),
+        engine = Engine(router, actors, health=health, ledger=ledger,
                         sources=Sources(cache, flights if cache is not None else None),
                         on_change=changes.notify)
         services = Services(
@@ -143,7 +156,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         app = create_app(services)
         try:
             async with trio.open_nursery() as nursery:
-                nursery.start_soon(_persist_health, engine, state, changes)
+                nursery.start_soon(_persist_state, engine, state, changes)
                 await nursery.start(flights.run)
                 services.background = nursery
                 await _serve_app(app, settings, actors, task_status)

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import msgspec
 
-from olp.ir import ChatRequest
+from olp.ir import ChatRequest, TextPart
 
 #: Bumped whenever the key material changes shape, so old entries simply stop matching.
 KEY_VERSION: Final = 1
@@ -16,13 +16,11 @@ _ENCODER: Final = msgspec.json.Encoder(order="sorted")
 
 
 def has_cache_control_markers(request: ChatRequest) -> bool:
-    """Whether the request carries Anthropic ``cache_control`` markers.
-
-    The hook for BRIEF §5: such requests are part of the key (and Anthropic hops with them
-    bypass the cache). The IR has no ``cache_control`` field yet, so this is always False;
-    when the IR grows one, answer it here and the key follows.
-    """
-    return False
+    """Whether the request carries Anthropic ``cache_control`` markers (on text parts, as
+    clients of OpenAI-compatible gateways send them). Such requests are keyed apart, and
+    Anthropic hops with them bypass the cache (BRIEF §5)."""
+    return any(isinstance(p, TextPart) and p.cache_control is not None
+               for m in request.messages for p in m.content)
 
 
 def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:

@@ -13,6 +13,7 @@ import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ._health import Skip
 
@@ -35,6 +36,7 @@ class Ledger:
         self._clock = clock
         self._requests: dict[str, deque[float]] = defaultdict(deque)
         self._tokens: dict[tuple[str, str], int] = defaultdict(int)  # (provider, month)
+        self.version = 0  # bumped on every change, so callers know when to persist
 
     def record(self, provider: str, *, tokens: int = 0) -> None:
         """One request to ``provider`` (failed hops count too) and the tokens it used."""
@@ -44,9 +46,26 @@ class Ledger:
         while times and times[0] < now - 86400.0:
             times.popleft()
         self._tokens[(provider, _month(now))] += tokens
+        self.version += 1
 
     def add_tokens(self, provider: str, tokens: int) -> None:
         self._tokens[(provider, _month(self._clock()))] += tokens
+        self.version += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counts as plain data (the last day's request times, this month's tokens)."""
+        month = _month(self._clock())
+        return {"requests": {p: list(t) for p, t in self._requests.items() if t},
+                "tokens": {p: n for (p, m), n in self._tokens.items() if m == month}}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Load a :meth:`snapshot` (times are absolute on this ledger's clock)."""
+        now, month = self._clock(), _month(self._clock())
+        for provider, times in snapshot.get("requests", {}).items():
+            self._requests[provider] = deque(float(t) for t in times if t > now - 86400.0)
+        for provider, tokens in snapshot.get("tokens", {}).items():
+            self._tokens[(provider, month)] = int(tokens)
+        self.version += 1
 
     def check(self, provider: str) -> Skip | None:
         limits = self.limits.get(provider)

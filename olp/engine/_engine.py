@@ -110,6 +110,7 @@ class _Walk:
                 self.engine.actors[hop.provider], hop, self.request, self.context)
             if status in ("miss", "bypass"):
                 self.engine.ledger.record(hop.provider)
+                self.engine.changed()
             return _Attempt(self.index, hop, source, status)
         return None
 

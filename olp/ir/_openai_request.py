@@ -42,6 +42,7 @@ class _Part(msgspec.Struct, kw_only=True):
     type: str
     text: str | None = None
     image_url: str | _ImageURL | None = None
+    cache_control: dict[str, Any] | None = None  # Anthropic-style prompt-caching marker
 
 
 class _FunctionCall(msgspec.Struct, kw_only=True):
@@ -218,7 +219,7 @@ def _part(at: str, role: Role, p: _Part) -> Part:
         if p.text is None:
             raise InvalidRequest(f"Missing required parameter: '{at}.text'.", f"{at}.text",
                                  "missing_required_parameter")
-        return TextPart(text=p.text)
+        return TextPart(text=p.text, cache_control=p.cache_control)
     if p.type == "image_url":
         if role != "user":
             raise _invalid(f"{at}.type", "image parts are only allowed in user messages.")

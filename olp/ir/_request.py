@@ -13,8 +13,9 @@ class _IR(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True)
     """Base for internal IR values: we produce them, so an unknown field is a bug."""
 
 
-class TextPart(_IR, frozen=True, tag="text", tag_field="type"):
+class TextPart(_IR, frozen=True, tag="text", tag_field="type", omit_defaults=True):
     text: str
+    cache_control: dict[str, Any] | None = None  # an Anthropic prompt-caching marker, if sent
 
 
 class ImagePart(_IR, frozen=True, tag="image", tag_field="type"):

@@ -18,4 +18,5 @@ from ._keys import Tier as Tier
 from ._keys import generate_token as generate_token
 from ._keys import hash_token as hash_token
 from ._state import HEALTH_STATE as HEALTH_STATE
+from ._state import LEDGER_STATE as LEDGER_STATE
 from ._state import StateStore as StateStore

@@ -11,6 +11,8 @@ from ._db import Database
 
 #: The engine's cooldowns and circuits (saved by ``olp start``, cleared by ``olp cooldowns``).
 HEALTH_STATE = "engine.health"
+#: The engine's soft-trigger counts (requests per provider today, tokens this month).
+LEDGER_STATE = "engine.ledger"
 
 
 class StateStore:

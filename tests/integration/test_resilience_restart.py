@@ -54,3 +54,27 @@ async def test_an_open_circuit_survives_a_restart_until_reset(tmp_path: Path) ->
             assert b"Reset 1" in reset.stdout
             assert await in_thread(lambda: status_of(client)) == (503, "upstream_5xx")
             assert spawns() == 3
+
+
+async def test_soft_trigger_counts_survive_a_restart(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    cfg = config(tmp_path)
+    cfg["providers"]["anthropic"]["env"]["FAKE_CLAUDE_SCENARIO"] = "success"
+    cfg["routing"] = {"soft_triggers": {"anthropic": {"daily_request_count_threshold": 2}}}
+
+    def ask(client: openai.OpenAI, n: int) -> int:
+        try:  # distinct questions: the cache must not answer them
+            client.chat.completions.create(model="sonnet",
+                                           messages=[{"role": "user", "content": f"q{n}"}])
+            return 200
+        except openai.APIStatusError as exc:
+            return exc.status_code
+
+    with trio.fail_after(90):
+        async with run_proxy(home, cfg) as proxy:
+            client = proxy.client()
+            assert [await in_thread(lambda n=n: ask(client, n)) for n in (1, 2)] == [200, 200]
+        async with run_proxy(home, cfg) as proxy:
+            client = proxy.client()
+            assert await in_thread(lambda: ask(client, 3)) == 429  # today's budget is spent
+    assert len(pids_from(tmp_path / "pids")) // 2 == 2
