@@ -190,13 +190,36 @@ class KeyStore:
 
 class AsyncKeyStore:
     """:class:`KeyStore` for Trio code: each call runs in a worker thread (never blocks the
-    loop) and, once started, finishes even if the caller is cancelled."""
+    loop) and, once started, finishes even if the caller is cancelled.
 
-    def __init__(self, keys: KeyStore) -> None:
+    A successful :meth:`authenticate` is remembered for ``memo_s`` seconds (by the token's
+    hash, on the Trio thread), so a busy client costs no thread hop per request; a key
+    revoked through this store is forgotten at once, one revoked by another process (``olp
+    keys revoke``) within ``memo_s``. Failures are never remembered.
+    """
+
+    def __init__(self, keys: KeyStore, *, memo_s: float = 2.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.sync = keys
+        self._memo_s = memo_s
+        self._clock = clock
+        self._memo: dict[str, tuple[float, Principal]] = {}
 
     async def authenticate(self, token: str) -> Principal | None:
-        return await trio.to_thread.run_sync(self.sync.authenticate, token)
+        digest = hash_token(token)
+        now = self._clock()
+        remembered = self._memo.get(digest)
+        if remembered is not None and remembered[0] > now:
+            await trio.lowlevel.checkpoint()
+            return remembered[1]
+        principal = await trio.to_thread.run_sync(self.sync.authenticate, token)
+        if principal is None:
+            self._memo.pop(digest, None)
+        else:
+            if len(self._memo) > 1024:  # only valid keys get here; keep it small anyway
+                self._memo.clear()
+            self._memo[digest] = (now + self._memo_s, principal)
+        return principal
 
     async def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]:
         return await trio.to_thread.run_sync(self.sync.create, name, tier)
@@ -205,6 +228,7 @@ class AsyncKeyStore:
         return await trio.to_thread.run_sync(self.sync.list)
 
     async def revoke(self, id_or_name: int | str) -> bool:
+        self._memo.clear()
         return await trio.to_thread.run_sync(self.sync.revoke, id_or_name)
 
     async def ensure_owner(self, env_token: str | None) -> str | None:
