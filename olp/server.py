@@ -86,13 +86,17 @@ async def _persist_state(engine: Engine, state: StateStore, changes: _Changes) -
     """Save the cooldowns, circuits and soft-trigger counts whenever they change (one write
     at a time; bursts coalesce), so a restart keeps resting the providers that need it and
     keeps today's counts."""
-    saved = {HEALTH_STATE: engine.health.version, LEDGER_STATE: engine.ledger.version}
+    versions = {HEALTH_STATE: engine.health.version, LEDGER_STATE: engine.ledger.version}
+    written: dict[str, Any] = {}
     while True:
         await changes.wait()
         for name, book in ((HEALTH_STATE, engine.health), (LEDGER_STATE, engine.ledger)):
-            if book.version != saved[name]:
-                saved[name] = book.version
-                await state.save_async(name, book.snapshot())
+            if book.version != versions[name]:
+                versions[name] = book.version
+                snapshot = book.snapshot()
+                if snapshot != written.get(name):  # e.g. a failure that opened nothing
+                    written[name] = snapshot
+                    await state.save_async(name, snapshot)
 
 
 def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
