@@ -191,6 +191,11 @@ class Singleflight:
         flight.subscribers.add(subscription)
         return subscription, attached
 
+    def joinable(self, key: str) -> bool:
+        """Whether a flight for ``key`` is live (or finished and still writing its answer):
+        :meth:`open` would attach to it."""
+        return key in self._flights
+
     def _leave(self, flight: _Flight, subscription: _Subscription) -> None:
         flight.subscribers.discard(subscription)
         flight.wake()  # a receive() parked in another task raises ClosedResourceError now

@@ -51,11 +51,14 @@ class Sources:
         store = partial(self.cache.put, context.namespace, key, hop.provider)
         if context.cache_mode == "no-cache":
             return _Recording(await start(), store), "miss"
-        events = await self.cache.get(context.namespace, key)
-        if events is not None:
-            return ReplaySource(events), "hit"
-        source, attached = await self.flights.open(f"{context.namespace}:{key}", start,
-                                                   on_complete=store)
+        flight_key = f"{context.namespace}:{key}"
+        # A finished flight stays joinable until its answer is written: checking it first
+        # means a request never falls between a flight that just ended and its cache entry.
+        if not self.flights.joinable(flight_key):
+            events = await self.cache.get(context.namespace, key)
+            if events is not None:
+                return ReplaySource(events), "hit"
+        source, attached = await self.flights.open(flight_key, start, on_complete=store)
         return source, "attached" if attached else "miss"
 
 

@@ -8,6 +8,7 @@ exact virtual times."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 import pytest
 import trio
@@ -66,6 +67,7 @@ async def test_miss_then_hit_replays_without_a_spawn(
     engine, spawner, _ = setup
     status, first = await events_of(engine, ALICE)
     assert status == "miss" and trio.current_time() == 2
+    await trio.testing.wait_all_tasks_blocked()  # the flight has written its answer
     status, again = await events_of(engine, ALICE)
     assert status == "hit" and again == first and trio.current_time() == 2
     assert [e for e in again if isinstance(e, TextDelta)] == [TextDelta(text="Hel"),
@@ -129,3 +131,26 @@ async def test_failed_and_abandoned_answers_are_never_cached(
     assert spawner.runs[0].killed and len(store.entries) == 0
     status, events = await events_of(engine, ALICE)
     assert status == "miss" and isinstance(events[-1], Stop)
+
+
+async def test_a_request_during_the_cache_write_joins_the_finished_flight(
+        autojump_clock: trio.testing.MockClock,
+        setup: tuple[Engine, FakeSpawner, MemoryCache]) -> None:
+    engine, spawner, store = setup
+    writing, release = trio.Event(), trio.Event()
+    put = store.put
+
+    async def slow_put(*args: Any) -> bool:
+        writing.set()
+        await release.wait()
+        return await put(*args)
+
+    store.put = slow_put  # type: ignore[method-assign]
+    status, first = await events_of(engine, ALICE)
+    await writing.wait()  # the answer is complete; its cache write has not finished
+    status, again = await events_of(engine, ALICE)
+    assert (status, again) == ("attached", first)  # neither a miss nor a second spawn
+    release.set()
+    await trio.testing.wait_all_tasks_blocked()
+    assert (await events_of(engine, ALICE))[0] == "hit"
+    assert len(spawner.runs) == 1
