@@ -26,90 +26,65 @@ stopped with SIGTERM; temporary files are removed.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
-import shlex
-import signal
-import ssl
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import httpx
 import trio
 
-REPO = Path(__file__).resolve().parents[1]
+from bench._common import (
+    OWNER_TOKEN,
+    REPO,
+    REQUEST_TIMEOUT_S,
+    BenchError,
+    Server,
+    add_write,
+    arg_parser,
+    async_client,
+    base_env,
+    chat_body,
+    command_line,
+    finish,
+    load_before_after,
+    logged_errors_note,
+    machine_cpu_s,
+    machine_info,
+    mode_name,
+    pcts,
+    process_cpu_s,
+    publish,
+    run_main,
+    start_olp,
+    stop,
+    sync_client,
+    table,
+    wait_listening,
+)
+
 FAKE_CLAUDE = REPO / "tests" / "fakes" / "fake_claude.py"
-OWNER_TOKEN = "olp_bench_owner_token_0123456789"  # also bench.bare_app's default token
 MODEL = "claude-sonnet-4-6"
 CANNED = "Hello from the mock upstream."  # what the fake claude answers
 PATH = "/v1/chat/completions"
-BEGIN = "<!-- cache-hits:begin -->"
-END = "<!-- cache-hits:end -->"
+SECTION = "cache-hits"
 CONCURRENCY = (1, 16, 64)
 MODES = (False, True)  # stream
-START_TIMEOUT_S = 30.0
-REQUEST_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
 PAUSE_S = 0.3  # between runs: let the last run's connections close
-MESSAGES = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Say hello."}]
-DOC_HEADER = """\
-# Benchmarks
-
-Numbers on this page are written by `./dev bench` (the `bench/` package; see
-[bench/README.md](../bench/README.md)). They are measurements taken on one machine at one
-time, recorded so changes can be compared — not guarantees or assertions about performance.
-Each benchmark owns a section between its own `<!-- name:begin -->` / `<!-- name:end -->`
-markers and rewrites only that section; other benchmarks will add their own sections.
-"""
-
-
-class BenchError(Exception):
-    """The benchmark could not run (a server did not start, the cache did not hit, ...)."""
+LIBS = ("trio", "hypercorn", "quart", "quart-trio", "h11", "httpx", "httpcore", "anyio")
 
 
 def request_body(stream: bool) -> bytes:
-    return json.dumps({"model": MODEL, "stream": stream, "messages": MESSAGES}).encode()
-
-
-# -- statistics --------------------------------------------------------------------------------
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), ``q`` in 0..100."""
-    if not sorted_values:
-        return float("nan")
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+    return chat_body(MODEL, stream)
 
 
 # -- the two servers ---------------------------------------------------------------------------
-
-@dataclass
-class Server:
-    name: str
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
-
-def _base_env(home: Path, tmp: Path) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", os.defpath),
-           "HOME": os.environ.get("HOME", str(home)), "TMPDIR": str(tmp)}
-    for name in ("LANG", "LC_ALL", "TZ"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
 
 def olp_config() -> dict[str, Any]:
     return {
@@ -121,31 +96,9 @@ def olp_config() -> dict[str, Any]:
     }
 
 
-def start_olp(root: Path) -> Server:
-    """``python -m olp start`` in its own session; its JSON logs (stderr) go to a file."""
-    home = root / "olp-home"
-    home.mkdir()
-    (home / "config.json").write_text(json.dumps(olp_config()))
-    tmp = root / "olp-tmp"  # the proxy's per-job directories (one job: the warm-up miss)
-    tmp.mkdir()
-    env = {**_base_env(home, tmp), "OLP_HOME": str(home), "OLP_PORT": "0",
-           "OLP_BIND": "127.0.0.1", "OLP_OWNER_TOKEN": OWNER_TOKEN, "OLP_LOG_LEVEL": "info"}
-    log_path = root / "olp.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "olp", "start"], env=env, cwd=home,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=log, start_new_session=True)
-    server = Server("OLP", "", process, log_path)
-
-    def listening() -> str | None:
-        for entry in log_entries(log_path):
-            if entry.get("msg") == "listening":
-                if "anthropic" not in entry.get("providers", []):
-                    raise BenchError("OLP started without the anthropic provider")
-                return str(entry["urls"][0]).replace("0.0.0.0", "127.0.0.1")
-        return None
-
-    return _wait_listening(server, listening)
+def start_proxy(root: Path) -> Server:
+    """``olp start`` with the fake ``claude`` as the anthropic CLI."""
+    return start_olp(root, olp_config(), ["anthropic"], name="OLP")
 
 
 def start_bare(root: Path, capture: dict[str, Any]) -> Server:
@@ -155,15 +108,15 @@ def start_bare(root: Path, capture: dict[str, Any]) -> Server:
         process = subprocess.Popen(
             [sys.executable, "-m", "bench.bare_app", "--port", "0", "--payloads", "-",
              "--token", OWNER_TOKEN],
-            env=_base_env(root, root), cwd=REPO, stdin=subprocess.PIPE, stdout=out,
+            env=base_env(root, root), cwd=REPO, stdin=subprocess.PIPE, stdout=out,
             stderr=log, start_new_session=True)
-    server = Server("bare app", "", process, log_path)
+    server = Server("bare app", process, log_path)
     assert process.stdin is not None
     try:
         process.stdin.write(json.dumps(capture).encode())
         process.stdin.close()
     except BrokenPipeError:
-        pass  # it died; _wait_listening reports it
+        pass  # it died; wait_listening reports it
 
     def listening() -> str | None:
         for line in out_path.read_text(errors="replace").splitlines():
@@ -171,68 +124,10 @@ def start_bare(root: Path, capture: dict[str, Any]) -> Server:
                 return line.split(None, 1)[1].strip()
         return None
 
-    return _wait_listening(server, listening)
-
-
-def _wait_listening(server: Server, listening: Callable[[], str | None]) -> Server:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            url = listening()
-            if url is not None:
-                server.url = url
-                return server
-            if server.process.poll() is not None:
-                raise BenchError(f"the {server.name} exited with {server.process.returncode} "
-                                 f"before listening; log:\n{tail(server.log_path)}")
-            time.sleep(0.02)
-        raise BenchError(f"the {server.name} was not listening after {START_TIMEOUT_S:g} s; "
-                         f"log:\n{tail(server.log_path)}")
-    except BaseException:
-        stop(server)
-        raise
-
-
-def stop(server: Server) -> None:
-    """SIGTERM (both drain and exit); SIGKILL to the group if it lingers."""
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-    try:
-        server.process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        print(f"warning: the {server.name} did not stop on SIGTERM; killing it",
-              file=sys.stderr)
-        try:
-            os.killpg(server.process.pid, signal.SIGKILL)  # its own session: pgid == pid
-        except (ProcessLookupError, PermissionError):
-            pass
-        server.process.wait()
-
-
-def log_entries(path: Path) -> list[dict[str, Any]]:
-    entries = []
-    for line in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    return wait_listening(server, listening)
 
 
 # -- warming the cache, capturing a hit, checking the bare app ---------------------------------
-
-def sync_client(url: str) -> httpx.Client:
-    # trust_env=False: no HTTP(S)_PROXY from the environment, only loopback.
-    return httpx.Client(base_url=url, trust_env=False, timeout=REQUEST_TIMEOUT_S,
-                        headers={"Authorization": f"Bearer {OWNER_TOKEN}",
-                                 "Content-Type": "application/json"})
-
 
 def warm_and_capture(olp: Server) -> dict[str, Any]:
     """One miss (the fake runs), then one hit per mode: their bodies and headers."""
@@ -297,40 +192,11 @@ class Run:
         return cpu_s * 1000 / len(self.latency_s) if self.latency_s else float("nan")
 
 
-def machine_cpu_s() -> float:
-    """CPU seconds all processes used since boot, plus time the hypervisor gave to others
-    (``/proc/stat``: user, nice, system, steal; not interrupts, which loopback traffic
-    causes and no process is charged for); NaN if unknown."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-    except OSError:
-        return float("nan")
-    user, nice, system, _idle, _iowait, _irq, _softirq, steal = map(int, fields[1:9])
-    return (user + nice + system + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, all its threads (Linux ``/proc``; else NaN)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return float("nan")
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def new_clients(server: Server, concurrency: int, clients: str) -> list[httpx.AsyncClient]:
     """``per-worker``: one client with one connection per worker; ``shared``: one client
     with a pool of ``concurrency`` connections. Each client costs milliseconds to make."""
     n = concurrency if clients == "per-worker" else 1
-    tls = ssl.create_default_context()  # never used (plain HTTP); one, not one per client
-    return [httpx.AsyncClient(
-        base_url=server.url, trust_env=False, timeout=REQUEST_TIMEOUT_S, verify=tls,
-        limits=httpx.Limits(max_connections=concurrency // n,
-                            max_keepalive_connections=concurrency // n),
-        headers={"Authorization": f"Bearer {OWNER_TOKEN}", "Content-Type": "application/json"})
-        for _ in range(n)]
+    return [async_client(server.url, OWNER_TOKEN, concurrency // n) for _ in range(n)]
 
 
 async def closed_loop(server: Server, pool: Sequence[httpx.AsyncClient], run: Run,
@@ -426,7 +292,7 @@ async def run_all(servers: Sequence[Server], warmup_s: float, duration_s: float,
         steps.append((False, CONCURRENCY[-1], "shared"))
     runs: list[Run] = []
     for stream, concurrency, how in steps:
-        print(f"{_mode(stream)}, concurrency {concurrency}, {how} client(s): "
+        print(f"{mode_name(stream)}, concurrency {concurrency}, {how} client(s): "
               f"{' and '.join(s.name for s in servers)}, {warmup_s:g} s warm-up + "
               f"{duration_s:g} s in {slices} slices each...", file=sys.stderr)
         done = await step(servers, stream, concurrency, how, warmup_s, duration_s, slices)
@@ -439,62 +305,7 @@ async def run_all(servers: Sequence[Server], warmup_s: float, duration_s: float,
     return runs
 
 
-# -- machine info and the report ---------------------------------------------------------------
-
-def machine_info() -> dict[str, str]:
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "?"
-
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpus": str(os.cpu_count()),
-        "cpu": _cpu_model(),
-        "load": load_average(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "libs": ", ".join(f"{d} {version(d)}" for d in
-                          ("trio", "hypercorn", "quart", "quart-trio", "h11", "httpx",
-                           "httpcore", "anyio")),
-        "olp": _olp_version(),
-    }
-
-
-def load_average() -> str:
-    try:
-        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _olp_version() -> str:
-    try:
-        from olp import __version__
-    except ImportError:
-        __version__ = "?"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=5, check=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    suffix = " + uncommitted changes" if dirty.stdout.strip() else ""
-    return f"{__version__} at {commit.stdout.strip()}{suffix}"
-
+# -- the report --------------------------------------------------------------------------------
 
 def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.2f}"
@@ -504,17 +315,8 @@ def _num(value: float, digits: int = 0) -> str:
     return "–" if value != value else f"{value:,.{digits}f}"  # NaN → dash
 
 
-def _pct(values: Sequence[float]) -> dict[str, float]:
-    s = sorted(values)
-    return {"p50": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99)}
-
-
 def _ratio(a: float, b: float, digits: int = 2) -> str:
     return _num(a / b if b else float("nan"), digits)
-
-
-def _mode(stream: bool) -> str:
-    return "streaming" if stream else "JSON"
 
 
 def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argparse.Namespace,
@@ -560,39 +362,17 @@ def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argpar
         "**Side by side** (ratio = OLP ÷ bare app; latency in ms, for streaming until "
         "`[DONE]` has arrived; CPU = the server's CPU time per answer, all threads):",
         "",
-        "| mode | C | OLP req/s | bare req/s | ratio | OLP p50 | bare p50 | ratio "
-        "| OLP p99 | bare p99 | OLP CPU ms | bare CPU ms |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for stream in MODES:
-        for c in CONCURRENCY:
-            o, b = by.get(("OLP", stream, c)), by.get(("bare app", stream, c))
-            if o is None or b is None:
-                continue
-            po, pb = _pct(o.latency_s), _pct(b.latency_s)
-            lines.append(
-                f"| {_mode(stream)} | {c} | {_num(o.rps)} | {_num(b.rps)} | "
-                f"{_ratio(o.rps, b.rps)} | {_ms(po['p50'])} | {_ms(pb['p50'])} | "
-                f"{_ratio(po['p50'], pb['p50'])} | {_ms(po['p99'])} | {_ms(pb['p99'])} | "
-                f"{_num(o.cpu_ms_per_request(o.server_cpu_s), 2)} | "
-                f"{_num(b.cpu_ms_per_request(b.server_cpu_s), 2)} |")
-    lines += [
+        *table(["mode", "C", "OLP req/s", "bare req/s", "ratio", "OLP p50", "bare p50",
+                "ratio", "OLP p99", "bare p99", "OLP CPU ms", "bare CPU ms"],
+               "l" + "r" * 11, _side_by_side(by)),
         "",
         "**All runs** (ms; first byte = until the first body bytes arrived; CPU = CPU time "
         f"used during the {duration:g} s measured ÷ answers completed in it):",
         "",
-        "| target | mode | C | clients | n | errors | req/s | p50 | p90 | p99 | first byte "
-        "p50 | first byte p99 | server CPU/req | client CPU/req |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *table(["target", "mode", "C", "clients", "n", "errors", "req/s", "p50", "p90", "p99",
+                "first byte p50", "first byte p99", "server CPU/req", "client CPU/req"],
+               "llrl" + "r" * 10, map(_run_row, [*main, *checks])),
     ]
-    for run in [*main, *checks]:
-        p, f = _pct(run.latency_s), _pct(run.ttfb_s)
-        lines.append(
-            f"| {run.target} | {_mode(run.stream)} | {run.concurrency} | {run.clients} | "
-            f"{len(run.latency_s)} | {run.errors} | {_num(run.rps)} | {_ms(p['p50'])} | "
-            f"{_ms(p['p90'])} | {_ms(p['p99'])} | {_ms(f['p50'])} | {_ms(f['p99'])} | "
-            f"{_num(run.cpu_ms_per_request(run.server_cpu_s), 3)} | "
-            f"{_num(run.cpu_ms_per_request(run.client_cpu_s), 3)} |")
     lines += [
         "",
         "What the numbers mean:",
@@ -623,9 +403,32 @@ def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argpar
     check = _client_check(main, checks)
     if check:
         lines.append(check)
-    if notes:
-        lines += ["", *[f"Note: {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return finish(lines, notes)
+
+
+def _side_by_side(by: dict[tuple[str, bool, int], Run]) -> list[list[str]]:
+    rows = []
+    for stream in MODES:
+        for c in CONCURRENCY:
+            o, b = by.get(("OLP", stream, c)), by.get(("bare app", stream, c))
+            if o is None or b is None:
+                continue
+            po, pb = pcts(o.latency_s), pcts(b.latency_s)
+            rows.append([
+                mode_name(stream), str(c), _num(o.rps), _num(b.rps), _ratio(o.rps, b.rps),
+                _ms(po["p50"]), _ms(pb["p50"]), _ratio(po["p50"], pb["p50"]), _ms(po["p99"]),
+                _ms(pb["p99"]), _num(o.cpu_ms_per_request(o.server_cpu_s), 2),
+                _num(b.cpu_ms_per_request(b.server_cpu_s), 2)])
+    return rows
+
+
+def _run_row(run: Run) -> list[str]:
+    p, f = pcts(run.latency_s), pcts(run.ttfb_s)
+    return [run.target, mode_name(run.stream), str(run.concurrency), run.clients,
+            str(len(run.latency_s)), str(run.errors), _num(run.rps), _ms(p["p50"]),
+            _ms(p["p90"]), _ms(p["p99"]), _ms(f["p50"]), _ms(f["p99"]),
+            _num(run.cpu_ms_per_request(run.server_cpu_s), 3),
+            _num(run.cpu_ms_per_request(run.client_cpu_s), 3)]
 
 
 def _summary(by: dict[tuple[str, bool, int], Run]) -> list[str]:
@@ -636,12 +439,12 @@ def _summary(by: dict[tuple[str, bool, int], Run]) -> list[str]:
         ot, bt = by.get(("OLP", stream, top)), by.get(("bare app", stream, top))
         if o1 is None or b1 is None or ot is None or bt is None:
             continue
-        po, pb = _pct(o1.latency_s)["p50"], _pct(b1.latency_s)["p50"]
+        po, pb = pcts(o1.latency_s)["p50"], pcts(b1.latency_s)["p50"]
         co, cb = (r.cpu_ms_per_request(r.server_cpu_s) for r in (o1, b1))
         best_o = max(by[("OLP", stream, c)].rps for c in CONCURRENCY)
         best_b = max(by[("bare app", stream, c)].rps for c in CONCURRENCY)
         out.append(
-            f"- {_mode(stream)}: one at a time, an OLP hit takes **{_ms(po)} ms** (p50) "
+            f"- {mode_name(stream)}: one at a time, an OLP hit takes **{_ms(po)} ms** (p50) "
             f"against {_ms(pb)} ms for the bare app, i.e. **+{_ms(po - pb)} ms**; the server "
             f"spends **{_num(co, 2)} ms** of CPU per OLP hit against {_num(cb, 2)} ms "
             f"(**+{_num(co - cb, 2)} ms**). Best throughput **{_num(best_o)} req/s** against "
@@ -672,24 +475,10 @@ def _client_check(main: Sequence[Run], checks: Sequence[Run]) -> str:
             "with C and it, not the server, sets the pace.")
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers, or append a new section (creating the file)."""
-    block = f"{BEGIN}\n{section}{END}\n"
-    text = path.read_text(encoding="utf-8") if path.exists() else DOC_HEADER
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin >= 0 and end > begin:
-        text = text[:begin] + block + text[end + len(END):].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-
-
 # -- main --------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.cache_hits",
-                                     description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = arg_parser("bench.cache_hits", __doc__)
     parser.add_argument("--duration", type=float, default=5.0, metavar="S",
                         help="measured seconds per target, mode and concurrency (default 5)")
     parser.add_argument("--warmup", type=float, default=1.0, metavar="S",
@@ -701,8 +490,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="one httpx.AsyncClient per worker (default), or one shared by "
                              "all workers (httpcore's pool then costs the client O(C) CPU "
                              "per request; a check at C=64 is always run with it)")
-    parser.add_argument("--write", type=Path, metavar="PATH",
-                        help="write the results into PATH's cache-hits section")
+    add_write(parser, SECTION)
     args = parser.parse_args(argv)
     if args.duration <= 0 or args.warmup < 0 or args.slices < 1:
         parser.error("--duration must be positive, --warmup not negative, --slices >= 1")
@@ -711,14 +499,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    shown = list(sys.argv[1:] if argv is None else argv)
-    command = shlex.join([".venv/bin/python", "-m", "bench.cache_hits", *shown])
+    command = command_line("bench.cache_hits", argv)
     notes: list[str] = []
-    info = machine_info()
+    info = machine_info(LIBS)
     with tempfile.TemporaryDirectory(prefix="olp-bench-") as tmp:
         root = Path(tmp)
         print("starting OLP...", file=sys.stderr)
-        olp = start_olp(root)
+        olp = start_proxy(root)
         try:
             capture = warm_and_capture(olp)
             print(f"OLP at {olp.url}, cache warm; starting the bare app...", file=sys.stderr)
@@ -731,12 +518,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stop(bare)
         finally:
             stop(olp)
-        entries = log_entries(olp.log_path)
-        problems = [e for e in entries if e.get("level") in ("error", "critical")]
-        if problems:
-            notes.append(f"OLP logged {len(problems)} error(s), e.g. "
-                         f"{json.dumps(problems[0])[:300]}")
-    info["load"] = f"load average (1/5/15 min) {info['load']} before, {load_average()} after"
+        notes += logged_errors_note(olp.log_path, "OLP")
+    info["load"] = load_before_after(info["load"])
     # ticks are 10 ms: on a quiet machine this can come out a hair below zero
     others = max(0.0, sum(r.machine_cpu_s - r.server_cpu_s - r.client_cpu_s for r in runs))
     measured = sum(r.duration_s for r in runs)
@@ -752,16 +535,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if errors:
         notes.append(f"{errors} answer(s) were errors or not cache hits (see *errors*), e.g. "
                      + next(r.error_example for r in runs if r.errors))
-    section = render(runs, info, command, args, notes)
-    print(section)
-    if args.write is not None:
-        write_section(args.write, section)
-        print(f"wrote {args.write}", file=sys.stderr)
+    publish(render(runs, info, command, args, notes), args.write, SECTION)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        sys.exit(f"bench.cache_hits: {exc}")
+    run_main(main, "bench.cache_hits")

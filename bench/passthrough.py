@@ -29,53 +29,66 @@ is removed.
 from __future__ import annotations
 
 import argparse
-import datetime
 import functools
 import importlib
 import json
 import os
-import platform
 import select
-import shlex
 import signal
-import ssl
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
 import httpx
 import trio
 
-REPO = Path(__file__).resolve().parents[1]
-OWNER_TOKEN = "olp_bench_owner_token_0123456789"
+from bench._common import (
+    OWNER_TOKEN,
+    REPO,
+    START_TIMEOUT_S,
+    BenchError,
+    Server,
+    add_budget,
+    add_write,
+    arg_parser,
+    async_client,
+    base_env,
+    chat_body,
+    command_line,
+    f2,
+    finish,
+    load_before_after,
+    logged_errors_note,
+    machine_cpu_s,
+    machine_info,
+    mode_name,
+    pcts,
+    process_cpu_s,
+    publish,
+    run_main,
+    sse_event_text,
+    sse_text,
+    start_olp,
+    stop,
+    table,
+    tail,
+)
+
 ROUTER_KEY = "sk-bench-router"
 UPSTREAM_MODEL = "gpt-bench"
 DELTAS = ("Hello", " from", " the mock", " upstream.")
 EXPECTED = "".join(DELTAS)
 DOWN_NR_RETRY_AFTER_S = 60
-BEGIN = "<!-- passthrough:begin -->"
-END = "<!-- passthrough:end -->"
+SECTION = "passthrough"
 WARMUP = 10
 SEQ_BLOCK = 1  # sequential: targets alternate request by request
 CONC_BLOCK = 5  # concurrent: blocks of C x 5 requests per target
-START_TIMEOUT_S = 30.0
-REQUEST_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
-DOC_HEADER = """\
-# Benchmarks
-
-Numbers on this page are written by the `bench/` package (see
-[bench/README.md](../bench/README.md)). They are measurements taken on one machine at one
-time, recorded so changes can be compared — not guarantees or assertions about performance.
-Each benchmark owns a section between its own `<!-- name:begin -->` / `<!-- name:end -->`
-markers and rewrites only that section.
-"""
+LIBS = ("trio", "h11", "httpx", "httpcore")
 
 TargetName = Literal["upstream", "direct", "fallback", "fallback-nr"]
 TARGETS: tuple[TargetName, ...] = ("upstream", "direct", "fallback", "fallback-nr")
@@ -85,27 +98,6 @@ LABELS: dict[TargetName, str] = {
     "fallback": "(c) OLP `fallback` = [down, up], retry as is",
     "fallback-nr": "(c′) OLP `fallback-nr` = [down-nr, up], no retry",
 }
-
-
-class BenchError(Exception):
-    """The benchmark could not run (a server did not start, a request failed, ...)."""
-
-
-# -- statistics --------------------------------------------------------------------------------
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), ``q`` in 0..100."""
-    if not sorted_values:
-        return float("nan")
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def pcts(values: Sequence[float]) -> dict[str, float]:
-    s = sorted(values)
-    return {"p50": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99)}
 
 
 # -- the mock upstreams (a child process running this module with --serve-mocks) ---------------
@@ -134,29 +126,13 @@ def serve_mocks() -> None:
     trio.run(run)
 
 
-@dataclass
-class Server:
-    name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-    urls: dict[str, str] = field(default_factory=dict)
-
-
-def _base_env(home: Path, tmp: Path) -> dict[str, str]:
-    env = {"PATH": os.environ.get("PATH", os.defpath),
-           "HOME": os.environ.get("HOME", str(home)), "TMPDIR": str(tmp)}
-    for name in ("LANG", "LC_ALL", "TZ"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    return env
-
-
-def start_mocks(root: Path) -> Server:
+def start_mocks(root: Path) -> tuple[Server, dict[str, str]]:
+    """The mocks' process and their base URLs (``up``, ``down``, ``down-nr``)."""
     log_path = root / "mocks.log"
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "bench.passthrough", "--serve-mocks"],
-            env={**_base_env(root, root), "PYTHONDONTWRITEBYTECODE": "1"}, cwd=REPO,
+            env={**base_env(root, root), "PYTHONDONTWRITEBYTECODE": "1"}, cwd=REPO,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     server = Server("mock upstreams", process, log_path)
@@ -165,11 +141,11 @@ def start_mocks(root: Path) -> Server:
         ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT_S)
         line = process.stdout.readline() if ready else b""
         try:
-            server.urls = json.loads(line)
+            urls: dict[str, str] = json.loads(line)
         except ValueError:
-            raise BenchError(f"the mock upstreams did not start; log:\n{_tail(log_path)}"
+            raise BenchError(f"the mock upstreams did not start; log:\n{tail(log_path)}"
                              ) from None
-        return server
+        return server, urls
     except BaseException:
         stop(server)
         raise
@@ -200,101 +176,14 @@ def proxy_config(mocks: dict[str, str], max_concurrent: int) -> dict[str, Any]:
 
 
 def start_proxy(root: Path, mocks: dict[str, str], max_concurrent: int) -> Server:
-    """``python -m olp start`` in its own session; its JSON logs go to a file we poll."""
-    home, tmp = root / "olp-home", root / "olp-tmp"
-    home.mkdir()
-    tmp.mkdir()
-    (home / "config.json").write_text(json.dumps(proxy_config(mocks, max_concurrent)))
-    env = {**_base_env(home, tmp), "OLP_HOME": str(home), "OLP_PORT": "0",
-           "OLP_BIND": "127.0.0.1", "OLP_OWNER_TOKEN": OWNER_TOKEN, "OLP_LOG_LEVEL": "info",
-           "ROUTER_KEY": ROUTER_KEY}
-    log_path = root / "olp.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "olp", "start"], env=env, cwd=home,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=log, start_new_session=True)
-    server = Server("proxy", process, log_path)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            for entry in _log_entries(log_path):
-                if entry.get("msg") == "listening":
-                    missing = {"up", "down", "down-nr"} - set(entry.get("providers", []))
-                    if missing:
-                        raise BenchError(f"the proxy started without {sorted(missing)}; "
-                                         f"log:\n{_tail(log_path)}")
-                    server.urls["olp"] = str(entry["urls"][0]).replace("0.0.0.0", "127.0.0.1")
-                    return server
-            if process.poll() is not None:
-                raise BenchError(f"the proxy exited with {process.returncode} before "
-                                 f"listening; log:\n{_tail(log_path)}")
-            time.sleep(0.02)
-        raise BenchError(f"the proxy was not listening after {START_TIMEOUT_S:g} s; "
-                         f"log:\n{_tail(log_path)}")
-    except BaseException:
-        stop(server)
-        raise
-
-
-def stop(server: Server) -> None:
-    """SIGTERM; SIGKILL to the process group if it lingers."""
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-    try:
-        server.process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        print(f"warning: the {server.name} did not stop on SIGTERM; killing it",
-              file=sys.stderr)
-        try:
-            os.killpg(server.process.pid, signal.SIGKILL)  # its own session: pgid == pid
-        except (ProcessLookupError, PermissionError):
-            pass
-        server.process.wait()
-    if server.process.stdout is not None:
-        server.process.stdout.close()
-
-
-def _log_entries(path: Path) -> list[dict[str, Any]]:
-    entries = []
-    for line in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def machine_cpu_s() -> float:
-    """CPU seconds all CPUs spent busy since boot (``/proc/stat``, steal included; else
-    NaN)."""
-    try:
-        with open("/proc/stat", encoding="ascii") as f:
-            fields = f.readline().split()
-    except OSError:
-        return float("nan")
-    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, fields[1:9])
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    """``olp start`` with the three mocks as providers."""
+    return start_olp(root, proxy_config(mocks, max_concurrent), ["up", "down", "down-nr"],
+                     env={"ROUTER_KEY": ROUTER_KEY})
 
 
 def own_cpu_s(pids: Sequence[int]) -> float:
     """CPU seconds used by this process and by ``pids``."""
     return time.process_time() + sum(process_cpu_s(pid) for pid in pids)
-
-
-def process_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process, all its threads (Linux ``/proc``; else NaN)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return float("nan")
-    fields = stat[stat.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- one request -------------------------------------------------------------------------------
@@ -308,11 +197,7 @@ class Target:
     token: str
 
     def body(self, stream: bool) -> bytes:
-        return json.dumps({
-            "model": self.model, "stream": stream,
-            "messages": [{"role": "system", "content": "Be terse."},
-                         {"role": "user", "content": "Say hello."}],
-        }).encode()
+        return chat_body(self.model, stream)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,34 +219,18 @@ class _FirstContent:
         while end >= 0:
             event = bytes(self.buffer[self.scanned:end])
             self.scanned = end + 2
-            if _event_content(event):
+            if sse_event_text(event):
                 return True
             end = self.buffer.find(b"\n\n", self.scanned)
         return False
 
 
-def _event_content(event: bytes) -> str:
-    text = []
-    for line in event.replace(b"\r", b"").split(b"\n"):
-        if not line.startswith(b"data:"):
-            continue
-        data = line[5:].strip()
-        if data == b"[DONE]":
-            continue
-        obj = json.loads(data)
-        if "error" in obj:
-            raise BenchError(f"error event in the stream: {obj['error']}")
-        for choice in obj.get("choices") or []:
-            text.append((choice.get("delta") or {}).get("content") or "")
-    return "".join(text)
-
-
 def _check(target: Target, stream: bool, response: httpx.Response, body: bytes) -> None:
     if stream:
-        events = body.replace(b"\r\n", b"\n").split(b"\n\n")
-        text = "".join(_event_content(e) for e in events)
-        if not body.rstrip().endswith(b"data: [DONE]"):
-            raise BenchError(f"{target.name}: the stream ended without [DONE]")
+        try:
+            text = sse_text(body)
+        except BenchError as exc:
+            raise BenchError(f"{target.name}: {exc}") from None
     else:
         text = json.loads(body)["choices"][0]["message"]["content"]
     if text != EXPECTED:
@@ -417,18 +286,6 @@ class Result:
         return len(self.samples) / self.wall_s if self.wall_s else float("nan")
 
 
-_TLS = ssl.create_default_context()  # never used (plain HTTP); made once, not per client
-
-
-def new_client(target: Target) -> httpx.AsyncClient:
-    # trust_env=False: no HTTP(S)_PROXY from the environment, only loopback.
-    return httpx.AsyncClient(
-        base_url=target.base_url, trust_env=False, timeout=REQUEST_TIMEOUT_S, verify=_TLS,
-        limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        headers={"Authorization": f"Bearer {target.token}",
-                 "Content-Type": "application/json"})
-
-
 async def block(clients: Sequence[httpx.AsyncClient], target: Target, stream: bool,
                 count: int) -> tuple[list[Sample], float]:
     """``count`` requests, ``len(clients)`` in flight (closed loop); samples and wall time."""
@@ -452,7 +309,8 @@ async def run_pass(targets: Sequence[Target], quotas: dict[TargetName, int], str
                    concurrency: int, proxy_pid: int, deadline: float
                    ) -> tuple[list[Result], bool]:
     """Warm-up, then the targets in turn, a block each, until every quota is met."""
-    clients = {t.name: [new_client(t) for _ in range(concurrency)] for t in targets}
+    clients = {t.name: [async_client(t.base_url, t.token) for _ in range(concurrency)]
+               for t in targets}
     results = {t.name: Result(t.name, stream, concurrency) for t in targets}
     size = SEQ_BLOCK if concurrency == 1 else CONC_BLOCK * concurrency
     cut = False
@@ -489,67 +347,14 @@ async def run_all(targets: Sequence[Target], n: int, retry_n: int, concurrency: 
         if c == 1:
             quotas["fallback"] = retry_n
         for stream in (True, False):
-            print(f"  {'streaming' if stream else 'JSON'}, {c} at a time...", file=sys.stderr)
+            print(f"  {mode_name(stream)}, {c} at a time...", file=sys.stderr)
             got, was_cut = await run_pass(targets, quotas, stream, c, proxy_pid, deadline)
             results += got
             cut = cut or was_cut
     return results, cut
 
 
-# -- machine info and the report ---------------------------------------------------------------
-
-def machine_info() -> dict[str, str]:
-    def version(dist: str) -> str:
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            return "?"
-
-    return {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpus": str(os.cpu_count()),
-        "cpu": _cpu_model(),
-        "load": load_average(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "libs": ", ".join(f"{d} {version(d)}" for d in ("trio", "h11", "httpx", "httpcore")),
-        "olp": _olp_version(),
-    }
-
-
-def load_average() -> str:
-    try:
-        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _olp_version() -> str:
-    try:
-        from olp import __version__
-    except ImportError:
-        __version__ = "?"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=5, check=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    suffix = " + uncommitted changes" if dirty.stdout.strip() else ""
-    return f"{__version__} at {commit.stdout.strip()}{suffix}"
-
+# -- the report --------------------------------------------------------------------------------
 
 def retry_policy() -> tuple[float, float, float]:
     """The default per-hop retry of a 5xx: (lowest, highest) backoff and ``max_retry_after_s``,
@@ -563,21 +368,11 @@ def retry_policy() -> tuple[float, float, float]:
     return ceiling / 2, ceiling, p.max_retry_after_s
 
 
-def _f(value: float) -> str:
-    return f"{value:.2f}"
-
-
-def _mode(stream: bool) -> str:
-    return "streaming" if stream else "JSON"
-
-
 Key = tuple[bool, int, TargetName]
 
 
 def _diff_rows(by: dict[Key, Result], concurrency: int) -> list[str]:
-    rows = ["| mode | C | to | (b) − (a) p50 | (b) − (a) p99 | (c) − (b) p50 | (c) − (b) p99 "
-            "| (c′) − (b) p50 | (c′) − (b) p99 |",
-            "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
+    rows: list[list[str]] = []
     for c in (1, concurrency) if concurrency > 1 else (1,):
         for stream in (True, False):
             if any(not by[(stream, c, t)].samples for t in TARGETS):
@@ -586,12 +381,12 @@ def _diff_rows(by: dict[Key, Result], concurrency: int) -> list[str]:
                 s = {t: pcts([getattr(x, attr) for x in by[(stream, c, t)].samples])
                      for t in TARGETS}
                 a, b, cc, cn = s["upstream"], s["direct"], s["fallback"], s["fallback-nr"]
-                rows.append(
-                    f"| {_mode(stream)} | {c} | {label} | **{_f(b['p50'] - a['p50'])}** | "
-                    f"{_f(b['p99'] - a['p99'])} | {_f(cc['p50'] - b['p50'])} | "
-                    f"{_f(cc['p99'] - b['p99'])} | **{_f(cn['p50'] - b['p50'])}** | "
-                    f"{_f(cn['p99'] - b['p99'])} |")
-    return rows
+                rows.append([
+                    mode_name(stream), str(c), label, f"**{f2(b['p50'] - a['p50'])}**",
+                    f2(b["p99"] - a["p99"]), f2(cc["p50"] - b["p50"]), f2(cc["p99"] - b["p99"]),
+                    f"**{f2(cn['p50'] - b['p50'])}**", f2(cn["p99"] - b["p99"])])
+    return table(["mode", "C", "to", "(b) − (a) p50", "(b) − (a) p99", "(c) − (b) p50",
+                  "(c) − (b) p99", "(c′) − (b) p50", "(c′) − (b) p99"], "lrl" + "r" * 6, rows)
 
 
 def render(results: Sequence[Result], info: dict[str, str], command: str,
@@ -638,11 +433,11 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         lines += [
             "**In short** (one at a time, streaming, medians to the first content byte):",
             "",
-            f"- pass-through overhead (b) − (a): **{_f(b - a)} ms** ({_f(b)} ms through OLP "
-            f"against {_f(a)} ms straight to the mock);",
-            f"- fallback-hop cost without the retry (c′) − (b): **{_f(cn - b)} ms**;",
-            f"- fallback-hop cost as configured by default (c) − (b): **{_f(c - b)} ms**, of "
-            f"which {_f(c - cn)} ms ((c) − (c′)) is the per-hop retry: a backoff drawn "
+            f"- pass-through overhead (b) − (a): **{f2(b - a)} ms** ({f2(b)} ms through OLP "
+            f"against {f2(a)} ms straight to the mock);",
+            f"- fallback-hop cost without the retry (c′) − (b): **{f2(cn - b)} ms**;",
+            f"- fallback-hop cost as configured by default (c) − (b): **{f2(c - b)} ms**, of "
+            f"which {f2(c - cn)} ms ((c) − (c′)) is the per-hop retry: a backoff drawn "
             f"uniformly from {lo * 1000:.0f}–{hi * 1000:.0f} ms, then the 503 again.",
             "",
         ]
@@ -654,20 +449,9 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "**All workloads** (ms; first = to the first content byte; complete = to the end of "
         "the response; proxy CPU = OLP's user + system CPU time per request, all threads):",
         "",
-        "| mode | C | target | n | req/s | first p50 | first p90 | first p99 | complete p50 "
-        "| complete p90 | complete p99 | proxy CPU/req |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        first = pcts([s.first_ms for s in r.samples])
-        total = pcts([s.total_ms for s in r.samples])
-        cpu = (_f(r.proxy_cpu_s * 1000 / len(r.samples))
-               if r.samples and r.target != "upstream" else "–")
-        lines.append(
-            f"| {_mode(r.stream)} | {r.concurrency} | {LABELS[r.target]} | {len(r.samples)} | "
-            f"{r.rps:.0f} | {_f(first['p50'])} | {_f(first['p90'])} | {_f(first['p99'])} | "
-            f"{_f(total['p50'])} | {_f(total['p90'])} | {_f(total['p99'])} | {cpu} |")
-    lines += [
+        *table(["mode", "C", "target", "n", "req/s", "first p50", "first p90", "first p99",
+                "complete p50", "complete p90", "complete p99", "proxy CPU/req"],
+               "lrl" + "r" * 9, map(_workload_row, results)),
         "",
         "What the numbers mean:",
         "",
@@ -714,29 +498,23 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "mocks and OLP share the machine's CPUs, so with few CPUs these rows show CPU "
         "contention as much as latency.",
     ]
-    if notes:
-        lines += ["", *[f"Note: {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
+    return finish(lines, notes)
 
 
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers, or append a new section (creating the file)."""
-    block_text = f"{BEGIN}\n{section}{END}\n"
-    text = path.read_text(encoding="utf-8") if path.exists() else DOC_HEADER
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin >= 0 and end > begin:
-        text = text[:begin] + block_text + text[end + len(END):].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block_text
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+def _workload_row(r: Result) -> list[str]:
+    first = pcts([s.first_ms for s in r.samples])
+    total = pcts([s.total_ms for s in r.samples])
+    cpu = (f2(r.proxy_cpu_s * 1000 / len(r.samples))
+           if r.samples and r.target != "upstream" else "–")
+    return [mode_name(r.stream), str(r.concurrency), LABELS[r.target], str(len(r.samples)),
+            f"{r.rps:.0f}", f2(first["p50"]), f2(first["p90"]), f2(first["p99"]),
+            f2(total["p50"]), f2(total["p90"]), f2(total["p99"]), cpu]
 
 
 # -- main --------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.passthrough",
-                                     description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = arg_parser("bench.passthrough", __doc__)
     parser.add_argument("--requests", type=int, default=200, metavar="N",
                         help="measured requests per target, mode and concurrency (default 200, "
                              "after 10 warm-ups)")
@@ -746,10 +524,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=8, metavar="C",
                         help="also run every workload with C requests in flight (default 8; "
                              "1 = sequential only)")
-    parser.add_argument("--write", type=Path, metavar="PATH",
-                        help="write the results into PATH's passthrough section")
-    parser.add_argument("--budget-s", type=float, default=110.0,
-                        help="stop starting requests after this many seconds (default 110)")
+    add_write(parser, SECTION)
+    add_budget(parser)
     parser.add_argument("--serve-mocks", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.requests < 1 or args.retry_requests < 1 or args.concurrency < 1:
@@ -763,27 +539,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         serve_mocks()
         return 0
     deadline = time.monotonic() + args.budget_s
-    shown = list(sys.argv[1:] if argv is None else argv)
-    python = os.path.relpath(sys.executable, REPO) if sys.executable.startswith(
-        str(REPO) + os.sep) else sys.executable
-    command = shlex.join([python, "-m", "bench.passthrough", *shown])
-    info = machine_info()
+    command = command_line("bench.passthrough", argv)
+    info = machine_info(LIBS)
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="olp-bench-") as tmp:
         root = Path(tmp)
         print("starting the mock upstreams...", file=sys.stderr)
-        mocks = start_mocks(root)
+        mocks, mock_urls = start_mocks(root)
         try:
             print("starting the proxy...", file=sys.stderr)
-            proxy = start_proxy(root, mocks.urls, max(32, 2 * args.concurrency))
+            proxy = start_proxy(root, mock_urls, max(32, 2 * args.concurrency))
             try:
-                olp = proxy.urls["olp"]
+                olp = proxy.url
                 targets = [
-                    Target("upstream", mocks.urls["up"], "/chat/completions", UPSTREAM_MODEL,
+                    Target("upstream", mock_urls["up"], "/chat/completions", UPSTREAM_MODEL,
                            ROUTER_KEY),
                     *(Target(name, olp, "/v1/chat/completions", name, OWNER_TOKEN)
                       for name in ("direct", "fallback", "fallback-nr"))]
-                print(f"proxy at {olp}, upstream at {mocks.urls['up']}", file=sys.stderr)
+                print(f"proxy at {olp}, upstream at {mock_urls['up']}", file=sys.stderr)
                 pids = (proxy.process.pid, mocks.process.pid)
                 t0, machine0, own0 = time.monotonic(), machine_cpu_s(), own_cpu_s(pids)
                 results, cut = trio.run(run_all, targets, args.requests, args.retry_requests,
@@ -794,12 +567,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 stop(proxy)
         finally:
             stop(mocks)
-        problems = [e for e in _log_entries(proxy.log_path)
-                    if e.get("level") in ("error", "critical")]
-        if problems:
-            notes.append(f"OLP logged {len(problems)} error(s), e.g. "
-                         f"{json.dumps(problems[0])[:300]}")
-    info["load"] = f"load average (1/5/15 min) {info['load']} before, {load_average()} after"
+        notes += logged_errors_note(proxy.log_path, "OLP")
+    info["load"] = load_before_after(info["load"])
     if others == others:  # not NaN
         info["load"] += (f"; other processes used {max(0.0, others):.2f} of the "
                          f"{info['cpus']} CPUs on average while measuring")
@@ -810,16 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if cut:
         notes.append(f"the {args.budget_s:g} s budget ran out: some workloads have fewer "
                      "samples than asked for (see n).")
-    section = render(results, info, command, args, notes)
-    print(section)
-    if args.write is not None:
-        write_section(args.write, section)
-        print(f"wrote {args.write}", file=sys.stderr)
+    publish(render(results, info, command, args, notes), args.write, SECTION)
     return 0
 
 
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        sys.exit(f"bench.passthrough: {exc}")
+    run_main(main, "bench.passthrough")

@@ -21,12 +21,9 @@ All clocks are ``time.time_ns()`` on one machine. Nothing leaves 127.0.0.1.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -40,39 +37,39 @@ from typing import Any, TypeVar
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
-FAKE = Path(__file__).resolve().parent / "fake_timestamp_cli.py"
-OWNER_TOKEN = "olp_bench_owner_token_0123456789"
-MODEL = "claude-sonnet-4-6"
-BEGIN = "<!-- spawn-overhead:begin -->"
-END = "<!-- spawn-overhead:end -->"
-WARMUP = 10
-START_TIMEOUT_S = 30.0
-REQUEST_TIMEOUT_S = 30.0
-STOP_TIMEOUT_S = 15.0
-BODY = json.dumps({
-    "model": MODEL, "stream": True,
-    "messages": [{"role": "system", "content": "Be terse."},
-                 {"role": "user", "content": "Say hello."}],
-}).encode()
-DOC_HEADER = """\
-# Benchmarks
+from bench._common import (
+    REQUEST_TIMEOUT_S,
+    BenchError,
+    Server,
+    add_budget,
+    add_write,
+    arg_parser,
+    chat_body,
+    f2,
+    finish,
+    load_before_after,
+    logged_errors_note,
+    machine_info,
+    pcts,
+    publish,
+    run_main,
+    sse_text,
+    start_olp,
+    stop,
+    sync_client,
+    table,
+)
 
-Numbers on this page are written by `./dev bench` (the `bench/` package; see
-[bench/README.md](../bench/README.md)). They are measurements taken on one machine at one
-time, recorded so changes can be compared — not guarantees or assertions about performance.
-Each benchmark owns a section between its own `<!-- name:begin -->` / `<!-- name:end -->`
-markers and rewrites only that section; other benchmarks will add their own sections.
-"""
+FAKE = Path(__file__).resolve().parent / "fake_timestamp_cli.py"
+MODEL = "claude-sonnet-4-6"
+SECTION = "spawn-overhead"
+WARMUP = 10
+BODY = chat_body(MODEL, True)
 
 T = TypeVar("T")
 
 
-class BenchError(Exception):
-    """The benchmark could not run (the proxy did not start, a request failed, ...)."""
-
-
-# -- samples and statistics --------------------------------------------------------------------
+# -- samples -----------------------------------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class ProxySample:
@@ -97,34 +94,11 @@ class Row:
     values_ms: list[float]
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default), ``q`` in 0..100."""
-    if not sorted_values:
-        return float("nan")
-    pos = (len(sorted_values) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-def stats(values: Sequence[float]) -> dict[str, float]:
-    s = sorted(values)
-    return {"p50": percentile(s, 50), "p90": percentile(s, 90), "p99": percentile(s, 99),
-            "max": s[-1] if s else float("nan")}
-
-
 def ms(ns: int) -> float:
     return ns / 1e6
 
 
 # -- the proxy ---------------------------------------------------------------------------------
-
-@dataclass
-class Proxy:
-    url: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
-
 
 def proxy_config(max_concurrent: int) -> dict[str, Any]:
     return {
@@ -135,88 +109,17 @@ def proxy_config(max_concurrent: int) -> dict[str, Any]:
                           "timeouts": {"first_output_s": 20, "idle_s": 20, "total_s": 30}},
         },
         "server": {"drain_grace_s": 2, "kill_grace_s": 1},
+        # Every request is the same question: the cache would answer all but the first.
+        "cache": {"enabled": False},
     }
 
 
-def start_proxy(root: Path, max_concurrent: int, path: str) -> Proxy:
-    """``python -m olp start`` in its own session; its JSON logs go to a file we poll."""
-    home = root / "olp-home"
-    home.mkdir()
-    (home / "config.json").write_text(json.dumps(proxy_config(max_concurrent)))
-    tmp = root / "proxy-tmp"  # the proxy's per-job directories land here (cleaned up with root)
-    tmp.mkdir()
-    env = {"PATH": path,
-           "HOME": os.environ.get("HOME", str(home)), "TMPDIR": str(tmp),
-           "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_BIND": "127.0.0.1",
-           "OLP_OWNER_TOKEN": OWNER_TOKEN, "OLP_LOG_LEVEL": "info"}
-    for name in ("LANG", "LC_ALL", "TZ"):
-        if name in os.environ:
-            env[name] = os.environ[name]
-    log_path = root / "proxy.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "olp", "start"], env=env, cwd=home,
-                                   stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                   stderr=log, start_new_session=True)
-    proxy = Proxy("", process, log_path)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            for entry in _log_entries(log_path):
-                if entry.get("msg") == "listening":
-                    if "anthropic" not in entry.get("providers", []):
-                        raise BenchError(f"the proxy started without the anthropic provider; "
-                                         f"log:\n{_tail(log_path)}")
-                    proxy.url = entry["urls"][0].replace("0.0.0.0", "127.0.0.1")
-                    return proxy
-            if process.poll() is not None:
-                raise BenchError(f"the proxy exited with {process.returncode} before "
-                                 f"listening; log:\n{_tail(log_path)}")
-            time.sleep(0.02)
-        raise BenchError(f"the proxy was not listening after {START_TIMEOUT_S:g} s; "
-                         f"log:\n{_tail(log_path)}")
-    except BaseException:
-        stop_proxy(proxy)
-        raise
-
-
-def stop_proxy(proxy: Proxy) -> None:
-    """SIGTERM (the proxy drains, kills its CLIs' groups, exits); SIGKILL if it lingers."""
-    if proxy.process.poll() is None:
-        proxy.process.send_signal(signal.SIGTERM)
-    try:
-        proxy.process.wait(timeout=STOP_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        print("warning: the proxy did not stop on SIGTERM; killing it", file=sys.stderr)
-        try:
-            os.killpg(proxy.process.pid, signal.SIGKILL)  # its own session: pgid == pid
-        except (ProcessLookupError, PermissionError):
-            pass
-        proxy.process.wait()
-
-
-def _log_entries(path: Path) -> list[dict[str, Any]]:
-    entries = []
-    for line in path.read_bytes().splitlines():
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(entry, dict):
-            entries.append(entry)
-    return entries
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+def start_proxy(root: Path, max_concurrent: int, path: str) -> Server:
+    """``olp start`` with the fake as the anthropic CLI, ``path`` as its ``PATH``."""
+    return start_olp(root, proxy_config(max_concurrent), ["anthropic"], path=path)
 
 
 # -- one request through the proxy -------------------------------------------------------------
-
-def new_client(proxy: Proxy) -> httpx.Client:
-    # trust_env=False: no HTTP(S)_PROXY from the environment, only the loopback proxy.
-    return httpx.Client(base_url=proxy.url, trust_env=False, timeout=REQUEST_TIMEOUT_S,
-                        headers={"Authorization": f"Bearer {OWNER_TOKEN}"})
-
 
 def one_request(client: httpx.Client) -> ProxySample:
     request = client.build_request("POST", "/v1/chat/completions", content=BODY,
@@ -236,37 +139,13 @@ def one_request(client: httpx.Client) -> ProxySample:
             body += chunk
     finally:
         response.close()
-    text = _sse_text(bytes(body))
+    text = sse_text(bytes(body))
     try:
         stamps = json.loads(text)
         return ProxySample(t_send, t_headers, t_first_byte, int(stamps["exec_ns"]),
                            int(stamps["first_line_ns"]))
     except (ValueError, KeyError, TypeError) as exc:
         raise BenchError(f"unexpected answer text {text[:200]!r}") from exc
-
-
-def _sse_text(body: bytes) -> str:
-    """The concatenated ``delta.content`` of an OpenAI SSE stream; raises on an error event."""
-    parts: list[str] = []
-    done = False
-    for event in body.replace(b"\r\n", b"\n").split(b"\n\n"):
-        for line in event.split(b"\n"):
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                done = True
-                continue
-            obj = json.loads(data)
-            if "error" in obj:
-                raise BenchError(f"error event in the stream: {obj['error']}")
-            for choice in obj.get("choices") or []:
-                content = (choice.get("delta") or {}).get("content")
-                if content:
-                    parts.append(content)
-    if not done:
-        raise BenchError("the stream ended without [DONE]")
-    return "".join(parts)
 
 
 # -- one bare spawn of the fake (the baseline) -------------------------------------------------
@@ -375,7 +254,7 @@ class Pass:
     cut: bool = False
 
 
-def interleaved(proxy: Proxy, root: Path, path: str, n: int, concurrency: int,
+def interleaved(proxy: Server, root: Path, path: str, n: int, concurrency: int,
                 deadline: float, *, warmup: int = WARMUP) -> Pass:
     """``warmup`` + ``n`` of each, alternating blocks of bare spawns and proxy requests (one
     each when sequential, 10 × concurrency otherwise) so both see the same background load."""
@@ -386,7 +265,7 @@ def interleaved(proxy: Proxy, root: Path, path: str, n: int, concurrency: int,
         workdir.mkdir()
         (workdir / "system-prompt.txt").write_text("Be terse.")
         bare_workers.append(partial(one_bare_spawn, workdir, env))
-    clients = [new_client(proxy) for _ in range(concurrency)]
+    clients = [sync_client(proxy.url) for _ in range(concurrency)]
     proxy_workers = [partial(one_request, client) for client in clients]
     block = 1 if concurrency == 1 else 10 * concurrency
     result = Pass(concurrency, [], [])
@@ -406,40 +285,7 @@ def interleaved(proxy: Proxy, root: Path, path: str, n: int, concurrency: int,
     return result
 
 
-# -- machine info and the report ---------------------------------------------------------------
-
-def machine_info(fake_python: FakePython) -> dict[str, str]:
-    info = {
-        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "platform": platform.platform(),
-        "cpus": str(os.cpu_count()),
-        "cpu": _cpu_model(),
-        "load": _load(),
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "fake_python": f"{fake_python.version} (`{fake_python.executable}`"
-                       + (f", found directly instead of the shim `{fake_python.shim}`"
-                          if fake_python.shim else "") + ")",
-        "olp": _olp_version(),
-    }
-    return info
-
-
-def _load() -> str:
-    try:
-        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "unknown"
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
+# -- the fake's python3 and the report ---------------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
 class FakePython:
@@ -476,21 +322,11 @@ def resolve_python3() -> FakePython:
                       python3)
 
 
-def _olp_version() -> str:
-    try:
-        from olp import __version__
-    except ImportError:
-        __version__ = "?"
-    try:
-        commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                capture_output=True, text=True, timeout=5, check=True)
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return __version__
-    suffix = " + uncommitted changes" if dirty.stdout.strip() else ""
-    return f"{__version__} at {commit.stdout.strip()}{suffix}"
+def fake_python_info(fake_python: FakePython) -> str:
+    """The report's description of the fake's interpreter."""
+    return (f"{fake_python.version} (`{fake_python.executable}`"
+            + (f", found directly instead of the shim `{fake_python.shim}`"
+               if fake_python.shim else "") + ")")
 
 
 def build_rows(passes: Sequence[Pass]) -> list[Row]:
@@ -519,13 +355,9 @@ def build_rows(passes: Sequence[Pass]) -> list[Row]:
     return rows
 
 
-def _fmt(value: float) -> str:
-    return f"{value:.2f}"
-
-
 def render(rows: list[Row], info: dict[str, str], args: argparse.Namespace,
            notes: list[str]) -> str:
-    by = {row.label: stats(row.values_ms) for row in rows}
+    by = {row.label: pcts(row.values_ms) for row in rows}
     a, b = by["(a) request → CLI exec, sequential"], \
         by["(b) CLI content line → client's first SSE byte, sequential"]
     c, d = by["(c) baseline: bare Popen → exec, sequential"], \
@@ -552,24 +384,22 @@ def render(rows: list[Row], info: dict[str, str], args: argparse.Namespace,
         "",
         "**Sequential requests, medians (p99):**",
         "",
-        f"- (a) request received → CLI exec: **{_fmt(a['p50'])} ms** "
-        f"(p99 {_fmt(a['p99'])} ms), of which (c) interpreter start-up of the fake, measured "
-        f"with a bare `Popen`, is {_fmt(c['p50'])} ms (p99 {_fmt(c['p99'])} ms); so the "
-        f"proxy's own cost before the exec ≈ (a) − (c): **{_fmt(pair['p50'])} ms** as the "
-        f"median of paired differences ({_fmt(a['p50'] - c['p50'])} ms as the difference of "
+        f"- (a) request received → CLI exec: **{f2(a['p50'])} ms** "
+        f"(p99 {f2(a['p99'])} ms), of which (c) interpreter start-up of the fake, measured "
+        f"with a bare `Popen`, is {f2(c['p50'])} ms (p99 {f2(c['p99'])} ms); so the "
+        f"proxy's own cost before the exec ≈ (a) − (c): **{f2(pair['p50'])} ms** as the "
+        f"median of paired differences ({f2(a['p50'] - c['p50'])} ms as the difference of "
         "the medians). Start-up noise is of the same order, so take this as a few ms, not "
         "to the decimal.",
-        f"- (b) CLI's first content line → client's first SSE byte: **{_fmt(b['p50'])} ms** "
-        f"(p99 {_fmt(b['p99'])} ms), against {_fmt(d['p50'])} ms (p99 {_fmt(d['p99'])} ms) "
+        f"- (b) CLI's first content line → client's first SSE byte: **{f2(b['p50'])} ms** "
+        f"(p99 {f2(b['p99'])} ms), against {f2(d['p50'])} ms (p99 {f2(d['p99'])} ms) "
         "for a bare pipe read (d).",
         "",
-        "| measure (ms) | n | p50 | p90 | p99 | max |",
-        "|---|---:|---:|---:|---:|---:|",
+        *table(["measure (ms)", "n", "p50", "p90", "p99", "max"], "lrrrrr",
+               ([row.label, len(row.values_ms),
+                 *(f2(by[row.label][k]) for k in ("p50", "p90", "p99", "max"))]
+                for row in rows)),
     ]
-    for row in rows:
-        s = by[row.label]
-        lines.append(f"| {row.label} | {len(row.values_ms)} | {_fmt(s['p50'])} | "
-                     f"{_fmt(s['p90'])} | {_fmt(s['p99'])} | {_fmt(s['max'])} |")
     lines += [
         "",
         "What the numbers mean (all from `time.time_ns()` on one machine, so clocks agree):",
@@ -603,38 +433,20 @@ def render(rows: list[Row], info: dict[str, str], args: argparse.Namespace,
         "blocks of 10 × N). With few CPUs these rows mostly show CPU contention between the "
         "fakes' start-ups, the proxy and the client threads.",
     ]
-    if notes:
-        lines += ["", *[f"Note: {note}" for note in notes]]
-    return "\n".join(lines) + "\n"
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace the text between the markers, or append a new section (creating the file)."""
-    block = f"{BEGIN}\n{section}{END}\n"
-    text = path.read_text(encoding="utf-8") if path.exists() else DOC_HEADER
-    begin, end = text.find(BEGIN), text.find(END)
-    if begin >= 0 and end > begin:
-        text = text[:begin] + block + text[end + len(END):].lstrip("\n")
-    else:
-        text = text.rstrip("\n") + "\n\n" + block
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    return finish(lines, notes)
 
 
 # -- main --------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.spawn_overhead",
-                                     description=__doc__.split("\n")[0] if __doc__ else None)
+    parser = arg_parser("bench.spawn_overhead", __doc__)
     parser.add_argument("--requests", type=int, default=200, metavar="N",
                         help="measured requests per pass (default 200, after 10 warm-ups)")
     parser.add_argument("--concurrency", type=int, default=4, metavar="C",
                         help="also run a pass with C requests in flight (default 4; 1 = only "
                              "the sequential pass)")
-    parser.add_argument("--write", type=Path, metavar="PATH",
-                        help="write the results into PATH's spawn-overhead section")
-    parser.add_argument("--budget-s", type=float, default=110.0,
-                        help="stop starting requests after this many seconds (default 110)")
+    add_write(parser, SECTION)
+    add_budget(parser)
     args = parser.parse_args(argv)
     if args.requests < 1 or args.concurrency < 1:
         parser.error("--requests and --concurrency must be at least 1")
@@ -647,7 +459,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     n, conc = args.requests, args.concurrency
     notes: list[str] = []
     fake_python = resolve_python3()
-    info = machine_info(fake_python)
+    info = machine_info()
+    info["fake_python"] = fake_python_info(fake_python)
     passes: list[Pass] = []
     with tempfile.TemporaryDirectory(prefix="olp-bench-") as tmp:
         root = Path(tmp)
@@ -661,27 +474,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"bare spawns, {c} at a time...", file=sys.stderr)
                 passes.append(interleaved(proxy, root, fake_python.path, n, c, deadline))
         finally:
-            stop_proxy(proxy)
-        errors = [e for e in _log_entries(proxy.log_path) if e.get("level") == "error"]
-        if errors:
-            notes.append(f"the proxy logged {len(errors)} error(s), e.g. "
-                         f"{json.dumps(errors[0])[:300]}")
-    info["load"] = f"load average (1/5/15 min) {info['load']} before, {_load()} after"
+            stop(proxy)
+        notes += logged_errors_note(proxy.log_path, "the proxy")
+    info["load"] = load_before_after(info["load"])
     if not passes[0].proxy:
         raise BenchError("no proxy samples within the time budget")
     if any(p.cut for p in passes):
         notes.append(f"the {args.budget_s:g} s budget ran out: some passes have fewer than "
                      f"{n} samples (see n).")
     rows = build_rows(passes)
-    section = render(rows, info, args, notes)
-    print(section)
-    if args.write is not None:
-        write_section(args.write, section)
-        print(f"wrote {args.write}", file=sys.stderr)
+    publish(render(rows, info, args, notes), args.write, SECTION)
     return 0
 
+
 if __name__ == "__main__":
-    try:
-        sys.exit(main())
-    except BenchError as exc:
-        sys.exit(f"bench.spawn_overhead: {exc}")
+    run_main(main, "bench.spawn_overhead")
