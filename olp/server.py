@@ -156,6 +156,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
                                  frozenset(n for n, r in runtime.reports.items()
                                            if r.metered)),
             max_body_bytes=settings.config.server.max_body_bytes,
+            allow_anonymous=settings.config.auth.allow_anonymous,
             heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000)
         app = create_app(services)
         try:

@@ -33,7 +33,7 @@ class Principal(Protocol):
     """Who is calling: a key's id (its cache namespace), name and tier (owner or guest)."""
 
     @property
-    def key_id(self) -> int: ...
+    def key_id(self) -> int | str: ...
 
     @property
     def name(self) -> str: ...
@@ -60,10 +60,21 @@ class Services:
     headers: _chat.HeaderPolicy = field(default_factory=_chat.HeaderPolicy)
     cache: CacheStore | None = None
     flights: Singleflight | None = None
+    allow_anonymous: bool = False  # auth.allow_anonymous: no key = the "anonymous" guest
     heartbeat_s: float = 0.0  # streaming.heartbeat_interval_ms / 1000; 0 = off
     background: trio.Nursery | None = None  # where heartbeat streams' engine work runs
     max_body_bytes: int = 5 * 1024 * 1024
     started_at: float = field(default_factory=time.time)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Anonymous:
+    key_id: str = "anonymous"  # its own cache namespace
+    name: str = "anonymous"
+    tier: str = "guest"
+
+
+ANONYMOUS = _Anonymous()
 
 
 def create_app(services: Services) -> QuartTrio:
@@ -93,6 +104,8 @@ def create_app(services: Services) -> QuartTrio:
         g.t0 = trio.current_time()
         token = _token_from_headers()
         principal = await services.keys.authenticate(token) if token else None
+        if token is None and services.allow_anonymous:
+            principal = ANONYMOUS  # opt-in (auth.allow_anonymous); a wrong key is still a 401
         if principal is None:
             raise ApiError(401, "Invalid or missing OLP API key: send `Authorization: Bearer "
                                 "<key>` or `x-api-key: <key>`.", "invalid_request_error",

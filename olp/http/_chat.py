@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
@@ -187,6 +187,3 @@ def log_request(chat: ChatRequest, provider: str, model: str, status: int, outco
         "provider": provider, "model": model, "stream": chat.stream, "status": status,
         "outcome": outcome, "ms": round(elapsed * 1000)})
 
-
-def as_mapping(records: list[HopRecord]) -> list[Mapping[str, object]]:
-    return [r.as_tuple() for r in records]

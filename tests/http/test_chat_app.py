@@ -224,3 +224,24 @@ async def test_long_stream_is_not_cut_by_quarts_response_timeout(
                 raw += await conn.receive()
     assert trio.current_time() == 160
     assert raw.count(b'"content":"."') == 40
+
+
+async def test_anonymous_access_is_opt_in(autojump_clock: trio.testing.MockClock,
+                                          nursery: trio.Nursery) -> None:
+    app, actor, _ = make_app(SUCCESS)
+    await nursery.start(actor.run)
+    assert (await app.test_client().get("/v1/models")).status_code == 401
+    # An app that allows it (auth.allow_anonymous):
+    spawner = FakeSpawner(lambda spec: SUCCESS)
+    anon_actor = ProviderActor("anthropic", CliRunner(JsonLinesAdapter(), spawner, CliConfig(
+        binary="claude", timeouts=DEFAULT_TIMEOUTS, proxy_env={})), max_concurrent=1)
+    await nursery.start(anon_actor.run)
+    router = Router(lambda m: Hop("anthropic", "claude-sonnet-4-6"), providers=["anthropic"])
+    open_app = create_app(Services(engine=Engine(router, {"anthropic": anon_actor}),
+                                   keys=_Keys(), models=lambda: [], allow_anonymous=True))
+    client = open_app.test_client()
+    resp = await client.post("/v1/chat/completions", json=body())
+    assert resp.status_code == 200
+    health = await (await client.get("/health")).get_json()
+    assert "providers" not in health  # a guest's view
+    assert (await client.get("/health", headers={"x-api-key": "wrong"})).status_code == 401
