@@ -24,7 +24,7 @@ from olp.actors import (
 )
 from olp.actors.anthropic import AnthropicAdapter
 from olp.actors.codex import CodexAdapter
-from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner
+from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.actors.vibe import VibeAdapter
 from olp.config import DEFAULT_COMMANDS, ProviderSettings, Settings, resolve_binary
 from olp.routing import Provider
@@ -147,9 +147,13 @@ def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, st
     assert provider.base_url is not None  # the config requires it for this kind
     t = provider.timeouts
     key = environ.get(provider.api_key_env) if provider.api_key_env else None
+    r = provider.retry
     runner = OpenAICompatRunner(HttpConfig(
         base_url=provider.base_url, api_key=key, api_key_env=provider.api_key_env,
-        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s), name=name))
+        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s), name=name,
+        retry=RetryPolicy(max_retries_500=r.server_errors,
+                          max_retries_connection=r.connection_errors,
+                          max_retries_429=r.rate_limited, max_retry_after_s=r.max_retry_after_s)))
     report.binary = provider.base_url
     missing = runner.preflight()
     report.credentials = missing is None

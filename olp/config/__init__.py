@@ -29,6 +29,7 @@ from ._settings import ProviderKind as ProviderKind
 from ._settings import ProvidersConfig as ProvidersConfig
 from ._settings import ProviderSettings as ProviderSettings
 from ._settings import ResilienceConfig as ResilienceConfig
+from ._settings import RetryConfig as RetryConfig
 from ._settings import RoutingConfig as RoutingConfig
 from ._settings import ServerConfig as ServerConfig
 from ._settings import Settings as Settings

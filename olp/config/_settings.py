@@ -64,6 +64,15 @@ class TimeoutsConfig(_Strict, frozen=True, kw_only=True):
     total_s: _Positive | None = None
 
 
+class RetryConfig(_Strict, frozen=True, kw_only=True):
+    """``providers.<name>.retry`` (HTTP providers): retries on the same hop before advancing."""
+
+    server_errors: Annotated[int, msgspec.Meta(ge=0)] = 1
+    connection_errors: Annotated[int, msgspec.Meta(ge=0)] = 1
+    rate_limited: Annotated[int, msgspec.Meta(ge=0)] = 1
+    max_retry_after_s: _NonNegative = 5.0
+
+
 class ProviderConfig(_Strict, frozen=True, kw_only=True):
     """One ``providers.<name>`` block as written (see :meth:`Settings.provider` for defaults)."""
 
@@ -77,6 +86,7 @@ class ProviderConfig(_Strict, frozen=True, kw_only=True):
     base_url: str | None = None
     api_key_env: str | None = None
     metered: bool | None = None
+    retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "
@@ -217,6 +227,7 @@ class ProviderSettings:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     base_url: str | None = None
     api_key_env: str | None = None
+    retry: RetryConfig = field(default_factory=RetryConfig)
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -276,6 +287,7 @@ class Settings:
             env=dict(block.env),
             base_url=block.base_url,
             api_key_env=block.api_key_env,
+            retry=block.retry,
         )
 
 

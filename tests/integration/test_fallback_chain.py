@@ -148,3 +148,19 @@ async def test_metered_entries_need_consent_and_can_be_forbidden(tmp_path: Path,
              "OLP_FORBID_METERED_FALLBACK": "1"})
     assert done.returncode == 2
     assert b"routing.chains.smart" in done.stderr
+
+
+async def test_the_per_hop_retry_is_configurable(tmp_path: Path,
+                                                 nursery: trio.Nursery) -> None:
+    primary = await nursery.start(serve_mock)
+    backup = await nursery.start(serve_mock)
+    primary.set_scenario("unavailable")
+    main = {**router(primary), "retry": {"server_errors": 0}}
+    cfg = config(primary={"main": main}, backup={"spare": router(backup)}, chain=[
+        {"provider": "main", "model": "m1", "metered": True},
+        {"provider": "spare", "model": "m2", "metered": True}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.headers["x-olp-provider-used"] == "spare"
+    assert primary.request_count == 1  # advanced at once: no retry on the failing hop
