@@ -7,21 +7,20 @@ then exits 0.
 from __future__ import annotations
 
 import argparse
-import json
-import signal
 import sys
-from typing import Any
 
-import trio
+from mockhttp import run_mock
 
-from ._server import SCENARIOS, MockAnthropic, Scenario, serve_mock
+from ._server import SCENARIOS, Scenario, serve_mock
 
 
-def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, Any]]:
-    parser = argparse.ArgumentParser(prog="python -m mock_anthropic", description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=0)
-    parser.add_argument("--scenario", default="success", choices=sorted(SCENARIOS))
+def _bool(text: str) -> bool:
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from true, false)")
+    return text == "true"
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--retry-after", type=float, help="rate_limit/overloaded/error")
     parser.add_argument("--interval", type=float, help="slow: seconds between chunks")
     parser.add_argument("--count", type=int, help="slow: number of chunks (default: forever)")
@@ -30,57 +29,13 @@ def _parse(argv: list[str] | None) -> tuple[argparse.Namespace, dict[str, Any]]:
     parser.add_argument("--status", type=int, help="error: HTTP status")
     parser.add_argument("--error-type", help="error: Anthropic error type")
     parser.add_argument("--message", help="error message text")
-    parser.add_argument(
-        "--should-retry",
-        choices=["true", "false"],
-        help="error scenarios: send x-should-retry (auth sends false by default)",
-    )
-    parser.add_argument("--deltas", help="success: the text deltas as a JSON list")
-    args = parser.parse_args(argv)
-    options: dict[str, Any] = {}
-    for name in (
-        "retry_after",
-        "interval",
-        "count",
-        "delay",
-        "times",
-        "status",
-        "error_type",
-        "message",
-    ):
-        value = getattr(args, name)
-        if value is not None:
-            options[name] = value
-    if args.should_retry is not None:
-        options["should_retry"] = args.should_retry == "true"
-    if args.deltas is not None:
-        options["deltas"] = json.loads(args.deltas)
-    Scenario.build(args.scenario, **options)  # fail fast on bad options
-    return args, options
-
-
-async def _main(args: argparse.Namespace, options: dict[str, Any]) -> None:
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-        async with trio.open_nursery() as nursery:
-            handle: MockAnthropic = await nursery.start(
-                lambda task_status: serve_mock(
-                    scenario=args.scenario,
-                    host=args.host,
-                    port=args.port,
-                    task_status=task_status,
-                    **options,
-                )
-            )
-            print(f"LISTENING {handle.base_url}", flush=True)
-            async for _ in signals:
-                nursery.cancel_scope.cancel()
-                break
+    parser.add_argument("--should-retry", type=_bool, metavar="{true,false}",
+                        help="error scenarios: send x-should-retry (auth sends false by default)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, options = _parse(argv)
-    trio.run(_main, args, options)
-    return 0
+    return run_mock(serve_mock, Scenario.build, prog="python -m mock_anthropic",
+                    description=__doc__, scenarios=SCENARIOS, add_options=_options, argv=argv)
 
 
 if __name__ == "__main__":

@@ -15,20 +15,15 @@ at once (a watcher reads the socket while a response is in flight).
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gzip
-import hashlib
-import http
 import itertools
 import json
 import math
-import zlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import h11
 import trio
+from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
 
 __all__ = [
     "DEFAULT_DELTAS",
@@ -69,9 +64,6 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
 }
 
-_SECRET_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
-_MAX_BODY = 64 * 1024 * 1024
-_RECV = 65536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,164 +122,18 @@ class Scenario:
         data["deltas"] = list(self.deltas)
         return data
 
+class MockAnthropic(RequestLog[Scenario]):
+    """The handle ``serve_mock`` hands to ``task_status.started``: ``requests`` are the recorded
+    /v1 requests, secrets redacted; ``wait_for_requests``, ``wait_for_outcome``,
+    ``set_scenario``, ``clear_requests`` as in ``mockhttp.RequestLog``."""
 
-class MockAnthropic:
-    """The handle ``serve_mock`` hands to ``task_status.started``."""
+    SECRET_HEADERS = frozenset({"x-api-key", "authorization", "proxy-authorization", "cookie"})
+    CREDENTIAL_HEADERS = frozenset({"x-api-key", "authorization"})
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.host = ""
-        self.port = 0
-        self.requests: list[dict[str, Any]] = []  # recorded /v1 requests, secrets redacted
-        self._scenario = scenario
-        self._remaining = scenario.times
-        self._t0 = trio.current_time()
-        self._changed = trio.Event()
-
-    # -- public API -------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
         """What to put in ``ANTHROPIC_BASE_URL`` (no ``/v1``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
-
-    @property
-    def scenario(self) -> Scenario:
-        return self._scenario
-
-    @property
-    def request_count(self) -> int:
-        return len(self.requests)
-
-    def set_scenario(self, name: str, **options: Any) -> Scenario:
-        """Switch what later requests get (a request in flight keeps its scenario)."""
-        self._scenario = Scenario.build(name, **options)
-        self._remaining = self._scenario.times
-        return self._scenario
-
-    def clear_requests(self) -> None:
-        self.requests.clear()
-
-    async def wait_for_requests(self, n: int) -> None:
-        """Wait until at least ``n`` requests have been recorded (bound it with fail_after)."""
-        while len(self.requests) < n:
-            await self._wait_changed()
-
-    async def wait_for_outcome(self, n: int, *outcomes: str) -> dict[str, Any]:
-        """Wait until request number ``n`` (1-based) has one of ``outcomes`` (default: not
-        "pending"); returns its record. Outcomes: completed, client_disconnected, dropped."""
-        while True:
-            if len(self.requests) >= n:
-                record = self.requests[n - 1]
-                done = record["outcome"] in outcomes if outcomes else record["outcome"] != "pending"
-                if done:
-                    return record
-            await self._wait_changed()
-
-    # -- internals --------------------------------------------------------------------------
-    async def _wait_changed(self) -> None:
-        await self._changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def _take_scenario(self) -> Scenario:
-        scenario = self._scenario
-        if self._remaining is not None:
-            self._remaining -= 1
-            if self._remaining <= 0:
-                self._scenario = Scenario()
-                self._remaining = None
-        return scenario
-
-    def _record(self, request: h11.Request, body: bytes) -> dict[str, Any]:
-        headers: dict[str, str] = {}
-        credential: str | None = None
-        for raw_name, raw_value in request.headers:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            if name in ("x-api-key", "authorization") and credential is None:
-                credential = value.removeprefix("Bearer ").removeprefix("bearer ")
-            if name in _SECRET_HEADERS:
-                value = f"<redacted len={len(value)}>"
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        target = request.target.decode("latin-1")
-        record: dict[str, Any] = {
-            "n": len(self.requests) + 1,
-            "t_rel_s": round(trio.current_time() - self._t0, 3),
-            "method": request.method.decode("latin-1"),
-            "path": target,
-            "route": urlsplit(target).path,
-            "headers": headers,
-            "credential_sha256": (
-                hashlib.sha256(credential.encode()).hexdigest() if credential is not None else None
-            ),
-            "body": None,
-            "body_error": None,
-            "scenario": None,
-            "status": None,
-            "outcome": "pending",
-        }
-        try:
-            record["body"] = json.loads(_decode_body(headers.get("content-encoding", ""), body))
-        except (ValueError, OSError, zlib.error) as exc:
-            record["body_error"] = f"{type(exc).__name__}: {exc}"[:300]
-            record["body_raw_head"] = body[:300].decode("utf-8", "replace")
-        self.requests.append(record)
-        self._notify()
-        return record
-
-    def _finish(self, record: dict[str, Any], outcome: str) -> None:
-        record["outcome"] = outcome
-        record["t_end_s"] = round(trio.current_time() - self._t0, 3)
-        self._notify()
-
-
-def _decode_body(encoding: str, body: bytes) -> bytes:
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding == "gzip":
-        return gzip.decompress(body)
-    if encoding == "deflate":
-        return zlib.decompress(body)
-    raise ValueError(f"unsupported content-encoding {encoding!r}")
-
-
-class _ClientGone(Exception):
-    """The peer closed or reset the connection."""
-
-
-class _Exchange:
-    """One HTTP request/response on an h11 connection."""
-
-    def __init__(self, conn: h11.Connection, stream: trio.abc.Stream) -> None:
-        self.conn = conn
-        self.stream = stream
-        self.complete = False  # the whole response was handed to the socket
-
-    async def send(self, event: h11.Event) -> None:
-        data = self.conn.send(event)
-        if data:
-            try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise _ClientGone from exc
-        if isinstance(event, h11.EndOfMessage):
-            self.complete = True
-
-    async def respond_json(
-        self, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
-    ) -> None:
-        body = json.dumps(payload).encode()
-        headers = [
-            ("content-type", "application/json"),
-            ("content-length", str(len(body))),
-            *(extra or []),
-        ]
-        await self.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        await self.send(h11.Data(data=body))
-        await self.send(h11.EndOfMessage())
+        return self._url()
 
 
 def _error_payload(error_type: str, message: str, request_id: str | None) -> dict[str, Any]:
@@ -297,8 +143,8 @@ def _error_payload(error_type: str, message: str, request_id: str | None) -> dic
     return payload
 
 
-def _sse(event: dict[str, Any]) -> h11.Data:
-    return h11.Data(data=f"event: {event['type']}\ndata: {json.dumps(event)}\n\n".encode())
+async def _sse(ex: Exchange, event: dict[str, Any]) -> None:
+    await ex.send_sse(json.dumps(event), event=event["type"])
 
 
 def _usage(output_tokens: int) -> dict[str, int]:
@@ -314,65 +160,13 @@ class _Server:
     def __init__(self, handle: MockAnthropic) -> None:
         self.handle = handle
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
-        try:
-            while True:
-                got = await self._read_request(conn, stream)
-                if got is None:
-                    return
-                request, body = got
-                keep_open = await self._dispatch(_Exchange(conn, stream), request, body)
-                if not keep_open:
-                    return
-                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                    conn.start_next_cycle()
-                else:
-                    return
-        except (_ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
-            return
-        except h11.RemoteProtocolError as exc:
-            # a malformed request: answer 400 if we still can, then close
-            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                try:
-                    await _Exchange(conn, stream).respond_json(
-                        exc.error_status_hint,
-                        _error_payload("invalid_request_error", str(exc), None),
-                    )
-                except (_ClientGone, h11.LocalProtocolError):
-                    pass
-            return
-
-    async def _read_request(
-        self, conn: h11.Connection, stream: trio.SocketStream
-    ) -> tuple[h11.Request, bytes] | None:
-        request: h11.Request | None = None
-        body = bytearray()
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(_RECV)
-                conn.receive_data(data)
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                return None
-            if isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > _MAX_BODY:
-                    raise h11.RemoteProtocolError("request body too large", 413)
-            elif isinstance(event, h11.EndOfMessage):
-                assert request is not None
-                return request, bytes(body)
-
-    async def _dispatch(self, ex: _Exchange, request: h11.Request, body: bytes) -> bool:
+    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
         """Answer one request; returns False when the connection must be closed."""
         target = request.target.decode("latin-1")
         route = urlsplit(target).path
         method = request.method.decode("latin-1")
         if route.startswith("/_mock/"):
-            await self._control(ex, method, route, body)
+            await control(ex, self.handle, method, route, body)
             return True
         record = self.handle._record(request, body)
         n = record["n"]
@@ -405,7 +199,7 @@ class _Server:
 
     async def _messages(
         self,
-        ex: _Exchange,
+        ex: Exchange,
         scenario: Scenario,
         record: dict[str, Any],
         payload: dict[str, Any],
@@ -427,7 +221,7 @@ class _Server:
                 status, error_type = _ERRORS.get(name, (scenario.status, scenario.error_type))[:2]
                 extra = [("request-id", request_id)]
                 if scenario.retry_after is not None:
-                    extra.append(("retry-after", _fmt_seconds(scenario.retry_after)))
+                    extra.append(("retry-after", fmt_seconds(scenario.retry_after)))
                 if scenario.should_retry is not None:
                     extra.append(("x-should-retry", "true" if scenario.should_retry else "false"))
                 record["status"] = status
@@ -441,13 +235,13 @@ class _Server:
             else:
                 await self._whole(ex, scenario, record, model, message_id, request_id)
 
-        eof = await _while_watching(ex, respond)
+        eof = await while_watching(ex, respond)
         self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
         return ex.complete and not eof
 
     async def _stream(
         self,
-        ex: _Exchange,
+        ex: Exchange,
         scenario: Scenario,
         record: dict[str, Any],
         model: str,
@@ -455,55 +249,20 @@ class _Server:
         request_id: str,
     ) -> None:
         record["status"] = 200
-        await ex.send(
-            h11.Response(
-                status_code=200,
-                reason=b"OK",
-                headers=[
-                    ("content-type", "text/event-stream; charset=utf-8"),
-                    ("cache-control", "no-cache"),
-                    ("request-id", request_id),
-                ],
-            )
-        )
-        await ex.send(
-            _sse(
-                {
-                    "type": "message_start",
-                    "message": {
-                        "id": message_id,
-                        "type": "message",
-                        "role": "assistant",
-                        "model": model,
-                        "content": [],
-                        "stop_reason": None,
-                        "stop_sequence": None,
-                        "usage": _usage(1),
-                    },
-                }
-            )
-        )
-        await ex.send(
-            _sse(
-                {
-                    "type": "content_block_start",
-                    "index": 0,
-                    "content_block": {"type": "text", "text": ""},
-                }
-            )
-        )
-        await ex.send(_sse({"type": "ping"}))
+        await ex.start_sse([("request-id", request_id)])
+        await _sse(ex, {
+            "type": "message_start",
+            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                        "content": [], "stop_reason": None, "stop_sequence": None,
+                        "usage": _usage(1)},
+        })
+        await _sse(ex, {"type": "content_block_start", "index": 0,
+                        "content_block": {"type": "text", "text": ""}})
+        await _sse(ex, {"type": "ping"})
 
         async def delta(text: str) -> None:
-            await ex.send(
-                _sse(
-                    {
-                        "type": "content_block_delta",
-                        "index": 0,
-                        "delta": {"type": "text_delta", "text": text},
-                    }
-                )
-            )
+            await _sse(ex, {"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "text_delta", "text": text}})
 
         if scenario.name == "stall":
             await trio.sleep(scenario.delay)
@@ -518,22 +277,16 @@ class _Server:
             for text in scenario.deltas:
                 await trio.sleep(scenario.delay)
                 await delta(text)
-        await ex.send(_sse({"type": "content_block_stop", "index": 0}))
-        await ex.send(
-            _sse(
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                    "usage": {"output_tokens": OUTPUT_TOKENS},
-                }
-            )
-        )
-        await ex.send(_sse({"type": "message_stop"}))
+        await _sse(ex, {"type": "content_block_stop", "index": 0})
+        await _sse(ex, {"type": "message_delta",
+                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                        "usage": {"output_tokens": OUTPUT_TOKENS}})
+        await _sse(ex, {"type": "message_stop"})
         await ex.send(h11.EndOfMessage())
 
     async def _whole(
         self,
-        ex: _Exchange,
+        ex: Exchange,
         scenario: Scenario,
         record: dict[str, Any],
         model: str,
@@ -566,74 +319,6 @@ class _Server:
             [("request-id", request_id)],
         )
 
-    async def _control(self, ex: _Exchange, method: str, route: str, body: bytes) -> None:
-        handle = self.handle
-        if route == "/_mock/requests" and method == "GET":
-            await ex.respond_json(200, {"count": handle.request_count, "requests": handle.requests})
-        elif route == "/_mock/requests" and method == "DELETE":
-            handle.clear_requests()
-            await ex.respond_json(200, {"count": 0})
-        elif route == "/_mock/scenario" and method == "GET":
-            await ex.respond_json(200, {"scenario": handle.scenario.as_json()})
-        elif route == "/_mock/scenario" and method == "POST":
-            try:
-                options = json.loads(body or b"{}")
-                if not isinstance(options, dict):
-                    raise ValueError("body must be a JSON object")
-                name = options.pop("scenario", None)
-                if not isinstance(name, str):
-                    raise ValueError('"scenario" (a string) is required')
-                scenario = handle.set_scenario(name, **options)
-            except (ValueError, TypeError) as exc:
-                await ex.respond_json(400, {"error": str(exc)})
-            else:
-                await ex.respond_json(200, {"scenario": scenario.as_json()})
-        elif route == "/_mock/health" and method == "GET":
-            await ex.respond_json(200, {"ok": True})
-        else:
-            await ex.respond_json(404, {"error": f"no control route {method} {route}"})
-
-
-def _reason(status: int) -> bytes:
-    if status == 529:
-        return b"Overloaded"
-    try:
-        return http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
-
-
-def _fmt_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-async def _while_watching(ex: _Exchange, respond: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``respond`` while reading the socket, so that a client that goes away is seen at once
-    (even while the mock is silent); returns True if the client closed its side."""
-    eof = False
-
-    async def watch(cancel_scope: trio.CancelScope) -> None:
-        nonlocal eof
-        while True:
-            try:
-                data = await ex.stream.receive_some(_RECV)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            if not data:
-                eof = True
-                cancel_scope.cancel()
-                return
-            ex.conn.receive_data(data)  # a pipelined next request: h11 buffers it
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch, nursery.cancel_scope)
-        try:
-            await respond()
-        except _ClientGone:
-            eof = True
-        nursery.cancel_scope.cancel()
-    return eof
-
 
 async def serve_mock(
     *,
@@ -646,11 +331,7 @@ async def serve_mock(
     """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
     ``MockAnthropic`` handle once the socket is bound; ``options`` are the scenario's."""
     handle = MockAnthropic(Scenario.build(scenario, **options))
-    server = _Server(handle)
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, server.handle_connection, port, host=host)
-        )
-        sockname = listeners[0].socket.getsockname()
-        handle.host, handle.port = sockname[0], sockname[1]
-        task_status.started(handle)
+    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
+                     bad_request=lambda message: _error_payload("invalid_request_error", message,
+                                                                None),
+                     reasons={529: b"Overloaded"}, task_status=task_status)

@@ -13,25 +13,19 @@ line, ``drop`` closes the socket without a response, streams are never cut by a 
 response timeout, and a client that goes away is seen at once (a watcher reads the socket
 while a response is in flight).
 """
-
 from __future__ import annotations
 
 import dataclasses
-import functools
-import gzip
-import hashlib
-import http
 import itertools
 import json
 import math
 import time
-import zlib
-from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import h11
 import trio
+from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
 
 __all__ = [
     "DEFAULT_DELTAS",
@@ -106,9 +100,6 @@ _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     ),
 }
 
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "openai-api-key"})
-_MAX_BODY = 64 * 1024 * 1024
-_RECV = 65536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,163 +165,17 @@ class Scenario:
         return data
 
 
-class MockResponses:
-    """The handle ``serve_mock`` hands to ``task_status.started``."""
+class MockResponses(RequestLog[Scenario]):
+    """The handle ``serve_mock`` hands to ``task_status.started``: ``requests`` are the recorded
+    /v1 requests, secrets redacted; ``wait_for_requests``, ``wait_for_outcome``,
+    ``set_scenario``, ``clear_requests`` as in ``mockhttp.RequestLog``."""
 
-    def __init__(self, scenario: Scenario) -> None:
-        self.host = ""
-        self.port = 0
-        self.requests: list[dict[str, Any]] = []  # recorded /v1 requests, secrets redacted
-        self._scenario = scenario
-        self._remaining = scenario.times
-        self._t0 = trio.current_time()
-        self._changed = trio.Event()
+    SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "openai-api-key"})
 
-    # -- public API -------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
         """What to put in codex's ``model_providers.<id>.base_url`` (ends in ``/v1``)."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
-
-    @property
-    def scenario(self) -> Scenario:
-        return self._scenario
-
-    @property
-    def request_count(self) -> int:
-        return len(self.requests)
-
-    def set_scenario(self, name: str, **options: Any) -> Scenario:
-        """Switch what later requests get (a request in flight keeps its scenario)."""
-        self._scenario = Scenario.build(name, **options)
-        self._remaining = self._scenario.times
-        return self._scenario
-
-    def clear_requests(self) -> None:
-        self.requests.clear()
-
-    async def wait_for_requests(self, n: int) -> None:
-        """Wait until at least ``n`` requests have been recorded (bound it with fail_after)."""
-        while len(self.requests) < n:
-            await self._wait_changed()
-
-    async def wait_for_outcome(self, n: int, *outcomes: str) -> dict[str, Any]:
-        """Wait until request number ``n`` (1-based) has one of ``outcomes`` (default: not
-        "pending"); returns its record. Outcomes: completed, client_disconnected, dropped."""
-        while True:
-            if len(self.requests) >= n:
-                record = self.requests[n - 1]
-                done = record["outcome"] in outcomes if outcomes else record["outcome"] != "pending"
-                if done:
-                    return record
-            await self._wait_changed()
-
-    # -- internals --------------------------------------------------------------------------
-    async def _wait_changed(self) -> None:
-        await self._changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def _take_scenario(self) -> Scenario:
-        scenario = self._scenario
-        if self._remaining is not None:
-            self._remaining -= 1
-            if self._remaining <= 0:
-                self._scenario = Scenario()
-                self._remaining = None
-        return scenario
-
-    def _record(self, request: h11.Request, body: bytes) -> dict[str, Any]:
-        headers: dict[str, str] = {}
-        credential: str | None = None
-        for raw_name, raw_value in request.headers:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            if name == "authorization" and credential is None:
-                credential = value.removeprefix("Bearer ").removeprefix("bearer ")
-            if name in _SECRET_HEADERS:
-                value = f"<redacted len={len(value)}>"
-            headers[name] = f"{headers[name]}, {value}" if name in headers else value
-        target = request.target.decode("latin-1")
-        record: dict[str, Any] = {
-            "n": len(self.requests) + 1,
-            "t_rel_s": round(trio.current_time() - self._t0, 3),
-            "method": request.method.decode("latin-1"),
-            "path": target,
-            "route": urlsplit(target).path,
-            "headers": headers,
-            "credential_sha256": (
-                hashlib.sha256(credential.encode()).hexdigest() if credential is not None else None
-            ),
-            "body": None,
-            "body_error": None,
-            "scenario": None,
-            "status": None,
-            "outcome": "pending",
-        }
-        try:
-            record["body"] = json.loads(_decode_body(headers.get("content-encoding", ""), body))
-        except (ValueError, OSError, zlib.error) as exc:
-            record["body_error"] = f"{type(exc).__name__}: {exc}"[:300]
-            record["body_raw_head"] = body[:300].decode("utf-8", "replace")
-        self.requests.append(record)
-        self._notify()
-        return record
-
-    def _finish(self, record: dict[str, Any], outcome: str) -> None:
-        record["outcome"] = outcome
-        record["t_end_s"] = round(trio.current_time() - self._t0, 3)
-        self._notify()
-
-
-def _decode_body(encoding: str, body: bytes) -> bytes:
-    encoding = encoding.strip().lower()
-    if encoding in ("", "identity"):
-        return body
-    if encoding == "gzip":
-        return gzip.decompress(body)
-    if encoding == "deflate":
-        return zlib.decompress(body)
-    raise ValueError(f"unsupported content-encoding {encoding!r}")
-
-
-class _ClientGone(Exception):
-    """The peer closed or reset the connection."""
-
-
-class _Exchange:
-    """One HTTP request/response on an h11 connection."""
-
-    def __init__(self, conn: h11.Connection, stream: trio.abc.Stream) -> None:
-        self.conn = conn
-        self.stream = stream
-        self.complete = False  # the whole response was handed to the socket
-
-    async def send(self, event: h11.Event) -> None:
-        data = self.conn.send(event)
-        if data:
-            try:
-                await self.stream.send_all(data)
-            except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-                raise _ClientGone from exc
-        if isinstance(event, h11.EndOfMessage):
-            self.complete = True
-
-    async def respond_json(
-        self, status: int, payload: Any, extra: list[tuple[str, str]] | None = None
-    ) -> None:
-        body = json.dumps(payload).encode()
-        headers = [
-            ("content-type", "application/json"),
-            ("content-length", str(len(body))),
-            *(extra or []),
-        ]
-        await self.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        await self.send(h11.Data(data=body))
-        await self.send(h11.EndOfMessage())
+        return self._url("/v1")
 
 
 def _error_payload(
@@ -343,15 +188,13 @@ def _error_payload(
 class _Sse:
     """Numbers the events of one response (``sequence_number`` from 0)."""
 
-    def __init__(self, ex: _Exchange) -> None:
+    def __init__(self, ex: Exchange) -> None:
         self.ex = ex
         self.seq = itertools.count()
 
     async def send(self, event_type: str, **fields: Any) -> None:
         event = {"type": event_type, "sequence_number": next(self.seq), **fields}
-        data = f"event: {event_type}\ndata: {json.dumps(event)}\n\n".encode()
-        await self.ex.send(h11.Data(data=data))
-
+        await self.ex.send_sse(json.dumps(event), event=event_type)
 
 def _usage(cached_tokens: int) -> dict[str, Any]:
     return {
@@ -394,65 +237,13 @@ class _Server:
     def __init__(self, handle: MockResponses) -> None:
         self.handle = handle
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
-        try:
-            while True:
-                got = await self._read_request(conn, stream)
-                if got is None:
-                    return
-                request, body = got
-                keep_open = await self._dispatch(_Exchange(conn, stream), request, body)
-                if not keep_open:
-                    return
-                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                    conn.start_next_cycle()
-                else:
-                    return
-        except (_ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
-            return
-        except h11.RemoteProtocolError as exc:
-            # a malformed request: answer 400 if we still can, then close
-            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                try:
-                    await _Exchange(conn, stream).respond_json(
-                        exc.error_status_hint,
-                        _error_payload("invalid_request_error", str(exc), None),
-                    )
-                except (_ClientGone, h11.LocalProtocolError):
-                    pass
-            return
-
-    async def _read_request(
-        self, conn: h11.Connection, stream: trio.SocketStream
-    ) -> tuple[h11.Request, bytes] | None:
-        request: h11.Request | None = None
-        body = bytearray()
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                data = await stream.receive_some(_RECV)
-                conn.receive_data(data)
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                return None
-            if isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > _MAX_BODY:
-                    raise h11.RemoteProtocolError("request body too large", 413)
-            elif isinstance(event, h11.EndOfMessage):
-                assert request is not None
-                return request, bytes(body)
-
-    async def _dispatch(self, ex: _Exchange, request: h11.Request, body: bytes) -> bool:
+    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
         """Answer one request; returns False when the connection must be closed."""
         target = request.target.decode("latin-1")
         route = urlsplit(target).path
         method = request.method.decode("latin-1")
         if route.startswith("/_mock/"):
-            await self._control(ex, method, route, body)
+            await control(ex, self.handle, method, route, body)
             return True
         record = self.handle._record(request, body)
         request_id = f"req_mock{record['n']:06d}"
@@ -490,7 +281,7 @@ class _Server:
 
     async def _responses(
         self,
-        ex: _Exchange,
+        ex: Exchange,
         scenario: Scenario,
         record: dict[str, Any],
         payload: dict[str, Any],
@@ -509,12 +300,12 @@ class _Server:
             else:
                 await self._stream(ex, scenario, record, payload, request_id)
 
-        eof = await _while_watching(ex, respond)
+        eof = await while_watching(ex, respond)
         self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
         return ex.complete and not eof
 
     async def _error(
-        self, ex: _Exchange, scenario: Scenario, record: dict[str, Any], request_id: str
+        self, ex: Exchange, scenario: Scenario, record: dict[str, Any], request_id: str
     ) -> None:
         if scenario.name == "error":
             status, error_type, code = scenario.status, scenario.error_type, scenario.code
@@ -522,7 +313,7 @@ class _Server:
             status, error_type, code, _ = _ERRORS[scenario.name]
         extra = [("x-request-id", request_id)]
         if scenario.retry_after is not None:
-            extra.append(("retry-after", _fmt_seconds(scenario.retry_after)))
+            extra.append(("retry-after", fmt_seconds(scenario.retry_after)))
         fields: dict[str, Any] = {}
         if scenario.name == "usage_limit":
             fields["plan_type"] = "plus"
@@ -536,7 +327,7 @@ class _Server:
 
     async def _stream(
         self,
-        ex: _Exchange,
+        ex: Exchange,
         scenario: Scenario,
         record: dict[str, Any],
         payload: dict[str, Any],
@@ -547,17 +338,7 @@ class _Server:
         response_id, item_id = f"resp_mock{n:06d}", f"msg_mock{n:06d}"
         created = int(time.time())
         record["status"] = 200
-        await ex.send(
-            h11.Response(
-                status_code=200,
-                reason=b"OK",
-                headers=[
-                    ("content-type", "text/event-stream; charset=utf-8"),
-                    ("cache-control", "no-cache"),
-                    ("x-request-id", request_id),
-                ],
-            )
-        )
+        await ex.start_sse([("x-request-id", request_id)])
         sse = _Sse(ex)
         pending = _response(response_id, model, "in_progress", [], None, created)
         await sse.send("response.created", response=pending)
@@ -600,72 +381,6 @@ class _Server:
                                           created))
         await ex.send(h11.EndOfMessage())
 
-    async def _control(self, ex: _Exchange, method: str, route: str, body: bytes) -> None:
-        handle = self.handle
-        if route == "/_mock/requests" and method == "GET":
-            await ex.respond_json(200, {"count": handle.request_count, "requests": handle.requests})
-        elif route == "/_mock/requests" and method == "DELETE":
-            handle.clear_requests()
-            await ex.respond_json(200, {"count": 0})
-        elif route == "/_mock/scenario" and method == "GET":
-            await ex.respond_json(200, {"scenario": handle.scenario.as_json()})
-        elif route == "/_mock/scenario" and method == "POST":
-            try:
-                options = json.loads(body or b"{}")
-                if not isinstance(options, dict):
-                    raise ValueError("body must be a JSON object")
-                name = options.pop("scenario", None)
-                if not isinstance(name, str):
-                    raise ValueError('"scenario" (a string) is required')
-                scenario = handle.set_scenario(name, **options)
-            except (ValueError, TypeError) as exc:
-                await ex.respond_json(400, {"error": str(exc)})
-            else:
-                await ex.respond_json(200, {"scenario": scenario.as_json()})
-        elif route == "/_mock/health" and method == "GET":
-            await ex.respond_json(200, {"ok": True})
-        else:
-            await ex.respond_json(404, {"error": f"no control route {method} {route}"})
-
-
-def _reason(status: int) -> bytes:
-    try:
-        return http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
-
-
-def _fmt_seconds(value: float) -> str:
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-async def _while_watching(ex: _Exchange, respond: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``respond`` while reading the socket, so that a client that goes away is seen at once
-    (even while the mock is silent); returns True if the client closed its side."""
-    eof = False
-
-    async def watch(cancel_scope: trio.CancelScope) -> None:
-        nonlocal eof
-        while True:
-            try:
-                data = await ex.stream.receive_some(_RECV)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            if not data:
-                eof = True
-                cancel_scope.cancel()
-                return
-            ex.conn.receive_data(bytes(data))  # a pipelined next request: h11 buffers it
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch, nursery.cancel_scope)
-        try:
-            await respond()
-        except _ClientGone:
-            eof = True
-        nursery.cancel_scope.cancel()
-    return eof
-
 
 async def serve_mock(
     *,
@@ -678,11 +393,7 @@ async def serve_mock(
     """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
     ``MockResponses`` handle once the socket is bound; ``options`` are the scenario's."""
     handle = MockResponses(Scenario.build(scenario, **options))
-    server = _Server(handle)
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, server.handle_connection, port, host=host)
-        )
-        sockname = listeners[0].socket.getsockname()
-        handle.host, handle.port = sockname[0], sockname[1]
-        task_status.started(handle)
+    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
+                     bad_request=lambda message: _error_payload("invalid_request_error", message,
+                                                                None),
+                     task_status=task_status)

@@ -9,24 +9,19 @@ at once, and the handle counts open connections so tests can prove nothing leake
 What a request gets: the next entry of the *script* (``push``), else the default scenario
 (``set_scenario``; with ``times=N`` only for the next N requests, then ``success``).
 """
-
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import http
 import json
 import math
 import socket
 import struct
 from collections import deque
-from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import urlsplit
 
 import h11
 import trio
+from mockhttp import Exchange, RequestLog, fmt_seconds, serve_http, while_watching
 
 __all__ = [
     "DEFAULT_DELTAS",
@@ -87,9 +82,6 @@ _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
              "account settings."),
 }
 
-_SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "api-key"})
-_MAX_BODY = 64 * 1024 * 1024
-_RECV = 65536
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,36 +135,23 @@ class Scenario:
         return cls(name=name, **options)
 
 
-class MockOpenAI:
-    """The handle ``serve_mock`` hands to ``task_status.started``."""
+class MockOpenAI(RequestLog[Scenario]):
+    """The handle ``serve_mock`` hands to ``task_status.started``: ``requests`` are the recorded
+    requests, secrets redacted; waits as in ``mockhttp.RequestLog`` (outcomes also reset, cut),
+    plus a script of answers and open-connection counting."""
+
+    SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "api-key"})
 
     def __init__(self, scenario: Scenario) -> None:
-        self.host = ""
-        self.port = 0
-        self.requests: list[dict[str, Any]] = []  # recorded requests, secrets redacted
+        super().__init__(scenario)
         self.open_connections = 0
         self.connections_total = 0
-        self._scenario = scenario
-        self._remaining = scenario.times
         self._script: deque[Scenario] = deque()
-        self._changed = trio.Event()
 
-    # -- public API -------------------------------------------------------------------------
     @property
     def base_url(self) -> str:
         """The upstream's base URL, ending in ``/v1``."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}/v1"
-
-    @property
-    def request_count(self) -> int:
-        return len(self.requests)
-
-    def set_scenario(self, name: str, **options: Any) -> Scenario:
-        """The default answer for requests the script does not cover."""
-        self._scenario = Scenario.build(name, **options)
-        self._remaining = self._scenario.times
-        return self._scenario
+        return self._url("/v1")
 
     def push(self, name: str, **options: Any) -> Scenario:
         """Script the answer to one future request (first pushed, first served)."""
@@ -180,33 +159,10 @@ class MockOpenAI:
         self._script.append(scenario)
         return scenario
 
-    async def wait_for_requests(self, n: int) -> None:
-        while len(self.requests) < n:
-            await self._wait_changed()
-
-    async def wait_for_outcome(self, n: int, *outcomes: str) -> dict[str, Any]:
-        """Request ``n`` (1-based) once its outcome is one of ``outcomes`` (default: not
-        pending). Outcomes: completed, client_disconnected, dropped, reset, cut."""
-        while True:
-            if len(self.requests) >= n:
-                record = self.requests[n - 1]
-                if (record["outcome"] in outcomes if outcomes
-                        else record["outcome"] != "pending"):
-                    return record
-            await self._wait_changed()
-
     async def wait_open_connections(self, n: int = 0) -> None:
         """Wait until exactly ``n`` connections are open (bound it with fail_after)."""
         while self.open_connections != n:
             await self._wait_changed()
-
-    # -- internals --------------------------------------------------------------------------
-    async def _wait_changed(self) -> None:
-        await self._changed.wait()
-
-    def _notify(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
 
     def _connection(self, delta: int) -> None:
         self.open_connections += delta
@@ -215,92 +171,15 @@ class MockOpenAI:
         self._notify()
 
     def _take_scenario(self) -> Scenario:
-        if self._script:
-            return self._script.popleft()
-        scenario = self._scenario
-        if self._remaining is not None:
-            self._remaining -= 1
-            if self._remaining <= 0:
-                self._scenario, self._remaining = Scenario(), None
-        return scenario
-
-    def _record(self, request: h11.Request, body: bytes) -> dict[str, Any]:
-        headers: dict[str, str] = {}
-        credential: str | None = None
-        for raw_name, raw_value in request.headers:
-            name = raw_name.decode("latin-1").lower()
-            value = raw_value.decode("latin-1")
-            if name == "authorization":
-                credential = value.removeprefix("Bearer ")
-            if name in _SECRET_HEADERS:
-                value = f"<redacted len={len(value)}>"
-            headers[name] = value
-        target = request.target.decode("latin-1")
-        record: dict[str, Any] = {
-            "n": len(self.requests) + 1,
-            "method": request.method.decode("latin-1"),
-            "path": target,
-            "route": urlsplit(target).path,
-            "headers": headers,
-            "credential_sha256": (hashlib.sha256(credential.encode()).hexdigest()
-                                  if credential is not None else None),
-            "body": None,
-            "scenario": None,
-            "status": None,
-            "outcome": "pending",
-        }
-        try:
-            record["body"] = json.loads(body)
-        except ValueError:
-            record["body_raw_head"] = body[:300].decode("utf-8", "replace")
-        self.requests.append(record)
-        self._notify()
-        return record
-
-    def _finish(self, record: dict[str, Any], outcome: str) -> None:
-        record["outcome"] = outcome
-        self._notify()
+        return self._script.popleft() if self._script else super()._take_scenario()
 
 
-class _ClientGone(Exception):
-    """The peer closed or reset the connection."""
-
-
-class _Exchange:
-    """One HTTP request/response on an h11 connection."""
-
-    def __init__(self, conn: h11.Connection, stream: trio.SocketStream) -> None:
-        self.conn = conn
-        self.stream = stream
-        self.complete = False
-
-    async def send(self, event: h11.Event) -> None:
-        data = self.conn.send(event)
-        if data:
-            await self.send_raw(data)
-        if isinstance(event, h11.EndOfMessage):
-            self.complete = True
-
-    async def send_raw(self, data: bytes) -> None:
-        try:
-            await self.stream.send_all(data)
-        except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-            raise _ClientGone from exc
-
-    async def respond_json(self, status: int, payload: Any,
-                           extra: list[tuple[str, str]] | None = None) -> None:
-        body = json.dumps(payload).encode()
-        headers = [("content-type", "application/json"), ("content-length", str(len(body))),
-                   *(extra or [])]
-        await self.send(h11.Response(status_code=status, headers=headers, reason=_reason(status)))
-        await self.send(h11.Data(data=body))
-        await self.send(h11.EndOfMessage())
 
 
 class _Stream:
     """SSE chunk writer for one streamed completion."""
 
-    def __init__(self, ex: _Exchange, scenario: Scenario, model: str, n: int,
+    def __init__(self, ex: Exchange, scenario: Scenario, model: str, n: int,
                  include_usage: bool) -> None:
         self.ex = ex
         self.scenario = scenario
@@ -310,11 +189,7 @@ class _Stream:
         self.nl = "\r\n" if scenario.crlf else "\n"
 
     async def start(self) -> None:
-        await self.ex.send(h11.Response(status_code=200, reason=b"OK", headers=[
-            ("content-type", "text/event-stream; charset=utf-8"),
-            ("cache-control", "no-cache"),
-            ("x-request-id", self.id),
-        ]))
+        await self.ex.start_sse([("x-request-id", self.id)])
         await self.chunk({"role": "assistant", "content": "", "refusal": None})
 
     async def raw(self, text: str) -> None:
@@ -371,62 +246,7 @@ class _Server:
     def __init__(self, handle: MockOpenAI) -> None:
         self.handle = handle
 
-    async def handle_connection(self, stream: trio.SocketStream) -> None:
-        self.handle._connection(+1)
-        try:
-            await self._serve(stream)
-        finally:
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
-            self.handle._connection(-1)
-
-    async def _serve(self, stream: trio.SocketStream) -> None:
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=256 * 1024)
-        try:
-            while True:
-                got = await self._read_request(conn, stream)
-                if got is None:
-                    return
-                keep_open = await self._dispatch(_Exchange(conn, stream), *got)
-                if not keep_open:
-                    return
-                if conn.our_state is h11.DONE and conn.their_state is h11.DONE:
-                    conn.start_next_cycle()
-                else:
-                    return
-        except (_ClientGone, trio.BrokenResourceError, trio.ClosedResourceError):
-            return
-        except h11.RemoteProtocolError as exc:
-            if conn.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                try:
-                    await _Exchange(conn, stream).respond_json(
-                        exc.error_status_hint, _error_body("invalid_request_error", None,
-                                                           str(exc)))
-                except (_ClientGone, h11.LocalProtocolError):
-                    pass
-
-    async def _read_request(self, conn: h11.Connection, stream: trio.SocketStream
-                            ) -> tuple[h11.Request, bytes] | None:
-        request: h11.Request | None = None
-        body = bytearray()
-        while True:
-            event = conn.next_event()
-            if event is h11.NEED_DATA:
-                conn.receive_data(await stream.receive_some(_RECV))
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                return None
-            if isinstance(event, h11.Request):
-                request = event
-            elif isinstance(event, h11.Data):
-                body += event.data
-                if len(body) > _MAX_BODY:
-                    raise h11.RemoteProtocolError("request body too large", 413)
-            elif isinstance(event, h11.EndOfMessage):
-                assert request is not None
-                return request, bytes(body)
-
-    async def _dispatch(self, ex: _Exchange, request: h11.Request, body: bytes) -> bool:
+    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
         """Answer one request; False when the connection must be closed."""
         record = self.handle._record(request, body)
         route = record["route"]
@@ -465,13 +285,13 @@ class _Server:
             else:
                 await self._whole(ex, scenario, record, payload)
 
-        eof = await _while_watching(ex, respond)
+        eof = await while_watching(ex, respond)
         if outcome == "completed" and not ex.complete:
             outcome = "client_disconnected"
         self.handle._finish(record, outcome)
         return ex.complete and not eof
 
-    async def _error(self, ex: _Exchange, scenario: Scenario, record: dict[str, Any]) -> None:
+    async def _error(self, ex: Exchange, scenario: Scenario, record: dict[str, Any]) -> None:
         status, etype, code, _ = _ERRORS.get(
             scenario.name, (scenario.status, scenario.error_type, scenario.code, ""))
         error = _error_body(etype, code, scenario.message)
@@ -480,11 +300,11 @@ class _Server:
             if scenario.retry_after is not None:
                 error["error"]["resets_in_seconds"] = scenario.retry_after
         elif scenario.retry_after is not None:
-            extra.append(("retry-after", _fmt_seconds(scenario.retry_after)))
+            extra.append(("retry-after", fmt_seconds(scenario.retry_after)))
         record["status"] = status
         await ex.respond_json(status, error, extra)
 
-    async def _stream(self, ex: _Exchange, scenario: Scenario, record: dict[str, Any],
+    async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                       payload: dict[str, Any]) -> str:
         """Stream an answer (or a fault); returns the request's outcome."""
         options = payload.get("stream_options")
@@ -517,7 +337,7 @@ class _Server:
         await out.finish(completion_tokens=len(scenario.deltas))
         return "completed"
 
-    async def _whole(self, ex: _Exchange, scenario: Scenario, record: dict[str, Any],
+    async def _whole(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                      payload: dict[str, Any]) -> None:
         record["status"] = 200
         await ex.respond_json(200, {
@@ -534,56 +354,13 @@ def _error_body(etype: str, code: str | None, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": etype, "param": None, "code": code}}
 
 
-def _reason(status: int) -> bytes:
-    try:
-        return http.HTTPStatus(status).phrase.encode()
-    except ValueError:
-        return b""
-
-
-def _fmt_seconds(value: float | str) -> str:
-    if isinstance(value, str):
-        return value
-    return str(int(value)) if float(value).is_integer() else str(value)
-
-
-async def _while_watching(ex: _Exchange, respond: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``respond`` while reading the socket, so a client that goes away is seen at once;
-    True if the client closed its side."""
-    eof = False
-
-    async def watch(cancel_scope: trio.CancelScope) -> None:
-        nonlocal eof
-        while True:
-            try:
-                data = await ex.stream.receive_some(_RECV)
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
-                data = b""
-            if not data:
-                eof = True
-                cancel_scope.cancel()
-                return
-            ex.conn.receive_data(data)  # a pipelined next request: h11 buffers it
-
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch, nursery.cancel_scope)
-        try:
-            await respond()
-        except _ClientGone:
-            eof = True
-        nursery.cancel_scope.cancel()
-    return eof
-
-
 async def serve_mock(*, scenario: str = "success", host: str = "127.0.0.1", port: int = 0,
                      task_status: trio.TaskStatus[MockOpenAI] = trio.TASK_STATUS_IGNORED,
                      **options: Any) -> None:
     """Serve until cancelled; ``await nursery.start(serve_mock, ...)`` returns the handle once
     the socket is bound. ``options`` are the default scenario's."""
     handle = MockOpenAI(Scenario.build(scenario, **options))
-    server = _Server(handle)
-    async with trio.open_nursery() as nursery:
-        listeners = await nursery.start(
-            functools.partial(trio.serve_tcp, server.handle_connection, port, host=host))
-        handle.host, handle.port = listeners[0].socket.getsockname()[:2]
-        task_status.started(handle)
+    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
+                     bad_request=lambda message: _error_body("invalid_request_error", None,
+                                                             message),
+                     on_connection=handle._connection, task_status=task_status)
