@@ -26,10 +26,16 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
         runtime = providers.build(settings, os.environ)
     finally:
         logging.disable(logging.NOTSET)
+    for report in runtime.reports.values():
+        if report.binary is not None and report.kind == "cli":
+            sandbox = runtime.sandboxes.get(report.name)
+            report.version, problem = providers.checked_version(report.binary, sandbox)
+            if problem is not None:
+                report.problems.append(problem)
+                report.fixes.append(f"add the directories it needs to providers."
+                                    f"{report.name}.sandbox_read_only")
     usable = [r for r in runtime.reports.values() if r.usable]
     for report in runtime.reports.values():
-        if report.binary is not None:
-            report.version = providers.cli_version(report.binary)
         state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
         print(f"{report.name:<10} {state:<9} kind={report.kind}"
               f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}",
@@ -39,6 +45,12 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
                   file=out)
         if report.enabled and report.kind == "cli" and report.binary:
             print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
+        if report.sandbox == "bubblewrap":
+            print("  sandbox:     bubblewrap (sees only the system, its installation and its "
+                  "own temporary home)", file=out)
+        elif report.sandbox == "off":
+            print(f"  sandbox:     OFF: the CLI can read every file this user can "
+                  f"(providers.{report.name}.sandbox: false)", file=out)
         for problem, fix in zip(report.problems, report.fixes, strict=True):
             print(f"  problem:     {problem}\n  fix:         {fix}", file=out)
     if probe and usable:

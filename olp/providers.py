@@ -7,20 +7,26 @@ each provider, whether its binary and credentials were found and how to fix what
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from olp.actors import (
+    BWRAP_HINT,
     CliAdapter,
     CliConfig,
     CliRunner,
     JobRunner,
     ProcessSpawner,
     ProviderActor,
+    Sandbox,
     Timeouts,
+    find_bwrap,
+    install_roots,
 )
 from olp.actors.anthropic import AnthropicAdapter
 from olp.actors.codex import CodexAdapter
@@ -53,6 +59,7 @@ class Report:
     binary: str | None = None
     version: str | None = None
     credentials: bool = False
+    sandbox: str | None = None  # "bubblewrap" when spawns are confined, "off" when opted out
     problems: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
 
@@ -63,7 +70,8 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "enabled": self.enabled, "metered": self.metered,
                 "binary": self.binary, "version": self.version,
-                "credentials": self.credentials, "problems": self.problems}
+                "credentials": self.credentials, "sandbox": self.sandbox,
+                "problems": self.problems}
 
 
 @dataclass(slots=True)
@@ -72,6 +80,7 @@ class Runtime:
     providers: dict[str, Provider]
     reports: dict[str, Report]
     http_runners: list[OpenAICompatRunner] = field(default_factory=list)
+    sandboxes: dict[str, Sandbox] = field(default_factory=dict)
 
     async def aclose(self) -> None:
         """Close the HTTP providers' connection pools (after the actors have stopped)."""
@@ -98,6 +107,8 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
             runtime.http_runners.append(runner)
         else:
             runner = _cli_runner(name, provider, settings, environ, found, spawner, report)
+            if runner is not None and runner.config.sandbox is not None:
+                runtime.sandboxes[name] = runner.config.sandbox
         if runner is None:
             for problem in report.problems:
                 log.warning("provider skipped: %s", problem, extra={"provider": name})
@@ -128,12 +139,28 @@ def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
         report.fixes.append(f"{INSTALL.get(name, 'install it')}; or set "
                             f"providers.{name}.binary")
         return None
+    real_home = Path(environ.get("HOME") or Path.home())
+    sandbox: Sandbox | None = None
+    if provider.sandbox:
+        bwrap = find_bwrap(environ)
+        if bwrap is None:
+            report.problems.append("bubblewrap (bwrap) not found: spawns cannot be confined")
+            report.fixes.append(BWRAP_HINT.format(name=name))
+            return None
+        roots = install_roots(binary, path_env=environ.get("PATH"),
+                              forbidden=(real_home, settings.home))
+        sandbox = Sandbox(bwrap, read_only=(*roots, *map(Path, provider.sandbox_read_only)))
+        report.sandbox = "bubblewrap"
+    else:
+        report.sandbox = "off"
+        log.warning("provider runs UNCONFINED: its CLI can read every file this user can "
+                    "(providers.%s.sandbox is false)", name, extra={"provider": name})
     t = provider.timeouts
     runner = CliRunner(adapter_cls(), spawner, CliConfig(
         binary=binary, env=provider.env, extra_args=provider.extra_args,
         home_files=provider.home_files,
         timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s),
-        real_home=Path(environ.get("HOME") or Path.home()), proxy_env=dict(environ)))
+        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox))
     missing = runner.preflight()
     report.credentials = missing is None
     if missing is not None:
@@ -163,13 +190,32 @@ def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, st
     return runner
 
 
-def cli_version(binary: str) -> str | None:
-    """``<binary> --version``'s first line, or ``None`` (blocks up to 20 s: call it from a
-    worker thread)."""
-    try:
-        done = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                              timeout=20, stdin=subprocess.DEVNULL, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+def cli_version(binary: str, sandbox: Sandbox | None = None) -> tuple[str | None, str]:
+    """``(first line of <binary> --version, "")`` or ``(None, why)``; inside ``sandbox`` when
+    given, which proves the CLI can start confined. Blocks up to 20 s (call it from a worker
+    thread or a synchronous command)."""
+    argv = [binary, "--version"]
+    with tempfile.TemporaryDirectory(prefix="olp-job-") as job:
+        if sandbox is not None:
+            (Path(job) / "work").mkdir()
+            argv = sandbox.wrap(argv, job_dir=Path(job), workdir=Path(job) / "work")
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                                  stdin=subprocess.DEVNULL, check=False, cwd=job,
+                                  env={"PATH": os.environ.get("PATH", ""), "HOME": job})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, str(exc)
     lines = (done.stdout or done.stderr).strip().splitlines()
-    return lines[0][:80] if done.returncode == 0 and lines else None
+    if done.returncode == 0 and lines:
+        return lines[0][:80], ""
+    return None, (lines[-1][:200] if lines else f"exit status {done.returncode}")
+
+
+def checked_version(binary: str, sandbox: Sandbox | None) -> tuple[str | None, str | None]:
+    """``(version, problem)``: the CLI's version read the way it is spawned, and a problem
+    when it fails inside ``sandbox`` but works unconfined (the sandbox hides something it
+    needs). Blocks like :func:`cli_version`, twice when the first try fails."""
+    version, why = cli_version(binary, sandbox)
+    if version is None and sandbox is not None and cli_version(binary)[0] is not None:
+        return None, f"`{binary} --version` fails inside the sandbox: {why}"
+    return version, None

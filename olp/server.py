@@ -22,7 +22,7 @@ import msgspec
 import trio
 
 from olp import __version__, logs, providers
-from olp.actors import ProviderActor
+from olp.actors import ProviderActor, Sandbox
 from olp.cache import CacheStore, Singleflight
 from olp.config import Registry, Settings, load_registry
 from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
@@ -46,9 +46,17 @@ def run(settings: Settings) -> int:
     return 0
 
 
-async def _probe_version(report: providers.Report) -> None:
+async def _probe_version(report: providers.Report, sandbox: Sandbox | None) -> None:
+    """The CLI's version, read the way it is spawned (inside its sandbox), for /health; a CLI
+    that cannot start in its sandbox is said loudly."""
     assert report.binary is not None
-    report.version = await trio.to_thread.run_sync(providers.cli_version, report.binary)
+    report.version, problem = await trio.to_thread.run_sync(
+        providers.checked_version, report.binary, sandbox)
+    if problem is not None:
+        log.warning("the CLI does not start inside its sandbox: %s", problem,
+                    extra={"provider": report.name,
+                           "fix": f"add the directories it needs to providers."
+                                  f"{report.name}.sandbox_read_only (see olp doctor)"})
 
 
 def cache_store(settings: Settings, db: Database) -> CacheStore | None:
@@ -130,7 +138,8 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         async with trio.open_nursery() as probes:  # `--version` of each CLI, concurrently
             for report in runtime.reports.values():
                 if report.binary is not None and report.name in actors:
-                    probes.start_soon(_probe_version, report)
+                    probes.start_soon(_probe_version, report,
+                                      runtime.sandboxes.get(report.name))
         router = build_router(settings, registry, runtime.providers)
         state = StateStore(db)
         health = HealthBook(health_policy(settings), clock=time.time)

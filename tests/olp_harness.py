@@ -23,7 +23,8 @@ import openai
 import trio
 
 REPO = Path(__file__).resolve().parents[1]
-FAKE_CLAUDE = REPO / "tests" / "fakes" / "fake_claude.py"
+FAKES = REPO / "tests" / "fakes"
+FAKE_CLAUDE = FAKES / "fake_claude.py"
 OWNER_TOKEN = "olp_test_owner_token_0123456789"
 T = TypeVar("T")
 
@@ -77,9 +78,16 @@ async def _read_logs(stream: trio.abc.ReceiveStream, proxy_logs: list[dict[str, 
 @asynccontextmanager
 async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] | None = None,
                     ) -> AsyncIterator[Proxy]:
-    """Start ``olp start`` with ``config`` as its config.json; stop it with SIGTERM after."""
+    """Start ``olp start`` with ``config`` as its config.json; stop it with SIGTERM after.
+
+    Providers that run one of the fake CLIs in ``tests/fakes`` are unconfined unless the
+    config says otherwise: the fakes keep pid files, argv records and hold files in the
+    test's temporary directory, which a sandboxed spawn cannot see (and a pid written inside
+    the sandbox's PID namespace means nothing outside it). The sandbox itself is tested in
+    ``tests/integration/test_sandbox.py`` and, with every real CLI, in ``tests/realcli``.
+    """
     await trio.Path(home).mkdir(parents=True, exist_ok=True)
-    await trio.Path(home / "config.json").write_text(json.dumps(config))
+    await trio.Path(home / "config.json").write_text(json.dumps(unconfined_fakes(config)))
     proc_env = {
         "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(home)),
         "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_OWNER_TOKEN": OWNER_TOKEN,
@@ -116,8 +124,8 @@ def alive(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] != "Z"
-    except (FileNotFoundError, IndexError):
+            return f.read().rsplit(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):  # gone between the lookup and the read: ESRCH, ENOENT
         return False
 
 
@@ -155,6 +163,16 @@ def descendants(pid: int) -> set[int]:
                 found.add(child)
                 todo.append(child)
     return {p for p in found if alive(p)}
+
+
+def unconfined_fakes(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``sandbox: false`` added to each provider block running a fake CLI."""
+    providers = config.get("providers", {})
+    for block in providers.values():
+        if (isinstance(block, dict) and "sandbox" not in block
+                and str(block.get("binary", "")).startswith(str(FAKES))):
+            block["sandbox"] = False
+    return config
 
 
 def real_cli(env_var: str) -> str:

@@ -19,5 +19,9 @@ from ._process import ProcessSpawner as ProcessSpawner
 from ._process import Spawner as Spawner
 from ._process import SpawnError as SpawnError
 from ._process import SpawnSpec as SpawnSpec
+from ._sandbox import BWRAP_HINT as BWRAP_HINT
+from ._sandbox import Sandbox as Sandbox
+from ._sandbox import find_bwrap as find_bwrap
+from ._sandbox import install_roots as install_roots
 
 __all__ = ["codes"]

@@ -18,6 +18,7 @@ from . import _codes as codes
 from ._adapter import CapabilityMissing, CliAdapter, Invocation
 from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
+from ._sandbox import Sandbox
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -40,7 +41,8 @@ class Timeouts:
 
 @dataclass(frozen=True, slots=True)
 class CliConfig:
-    """How one provider's CLI is run: binary, extra argv, extra env, deadlines."""
+    """How one provider's CLI is run: binary, extra argv, extra env, deadlines, and the
+    sandbox every spawn runs in (``None``: unconfined, only when the owner opted out)."""
 
     binary: str
     env: Mapping[str, str] = field(default_factory=dict)
@@ -49,6 +51,7 @@ class CliConfig:
     timeouts: Timeouts = Timeouts()
     real_home: Path = field(default_factory=Path.home)
     proxy_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+    sandbox: Sandbox | None = None
 
 
 class CliRunner:
@@ -106,7 +109,11 @@ class CliRunner:
         links = self.adapter.home_links(base_env, self.config.real_home)
         env = {**base_env, **invocation.env}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
-        spec = SpawnSpec(argv=invocation.argv, stdin=invocation.stdin, env=env, cwd=workdir)
+        argv = invocation.argv
+        if self.config.sandbox is not None:
+            argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=workdir,
+                                            writable=links.values())
+        spec = SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir)
         timeouts = self.config.timeouts
         started = trio.current_time()
         total_deadline = started + timeouts.total_s

@@ -87,6 +87,8 @@ class ProviderConfig(_Strict, frozen=True, kw_only=True):
     api_key_env: str | None = None
     metered: bool | None = None
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
+    sandbox: bool = True
+    sandbox_read_only: tuple[str, ...] = ()
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "
@@ -228,6 +230,8 @@ class ProviderSettings:
     base_url: str | None = None
     api_key_env: str | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
+    sandbox: bool = True
+    sandbox_read_only: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -288,6 +292,8 @@ class Settings:
             base_url=block.base_url,
             api_key_env=block.api_key_env,
             retry=block.retry,
+            sandbox=block.sandbox,
+            sandbox_read_only=block.sandbox_read_only,
         )
 
 
@@ -438,6 +444,9 @@ def _check(config: Config, source: Path) -> None:
             parts = PurePosixPath(rel).parts
             if not rel or rel.startswith(("/", "~")) or ".." in parts or "\\" in rel:
                 fail(f"{where}.home_files", f"{rel!r} must be a relative path inside the home")
+        for path in block.sandbox_read_only:
+            if not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
+                fail(f"{where}.sandbox_read_only", f"{path!r} must be an absolute path")
     for name, chain in config.routing.chains.items():
         if not chain:
             fail(f"routing.chains.{name}", "a chain needs at least one entry")

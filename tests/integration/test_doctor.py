@@ -11,11 +11,11 @@ from pathlib import Path
 from olp_harness import FAKE_CLAUDE
 
 
-def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/bin:/bin"
-           ) -> subprocess.CompletedProcess[str]:
+def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/bin:/bin",
+           **extra_env: str) -> subprocess.CompletedProcess[str]:
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.json").write_text(json.dumps(config))
-    env = {"PATH": path, "HOME": str(home), "OLP_HOME": str(home)}
+    env = {"PATH": path, "HOME": str(home), "OLP_HOME": str(home), **extra_env}
     return subprocess.run([sys.executable, "-m", "olp", "doctor", *args], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
@@ -40,4 +40,24 @@ def test_missing_credentials_then_a_probe_through_the_fake(tmp_path: Path) -> No
     done = doctor(tmp_path / "b", base, "--probe", path=os.environ["PATH"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "anthropic  ok" in done.stdout
+    assert "sandbox:     bubblewrap" in done.stdout  # the probe ran confined
     assert "probe anthropic  ok: 'Hello from the mock upstream.', 32 tokens" in done.stdout
+
+
+def test_without_bubblewrap_a_cli_provider_is_refused_unless_the_owner_opts_out(
+        tmp_path: Path) -> None:
+    claude = {"binary": str(FAKE_CLAUDE), "env": {"ANTHROPIC_API_KEY": "sk-fake"}}
+    config: dict[str, object] = {"providers": {"enabled": {"openai": False, "mistral": False},
+                                               "anthropic": claude}}
+    done = doctor(tmp_path / "a", config, path=os.environ["PATH"],
+                  OLP_BWRAP_BIN=str(tmp_path / "no-bwrap-here"))
+    assert done.returncode == 1
+    assert "anthropic  PROBLEM" in done.stdout
+    assert "bubblewrap (bwrap) not found" in done.stdout
+    assert "apt-get install bubblewrap" in done.stdout and "sandbox: false" in done.stdout
+    claude["sandbox"] = False
+    done = doctor(tmp_path / "b", config, path=os.environ["PATH"],
+                  OLP_BWRAP_BIN=str(tmp_path / "no-bwrap-here"))
+    assert done.returncode == 0, done.stdout
+    assert "anthropic  ok" in done.stdout
+    assert "sandbox:     OFF" in done.stdout

@@ -1,0 +1,206 @@
+"""The bubblewrap sandbox around CLI spawns, with real processes on the real clock.
+
+A shell stands in for a CLI whose tool the model has made run a command: it tries to read the
+owner's files, OLP's home, other spawns' directories and the proxy's own process, and to write
+outside its job directory. Everything it must not reach is created by the test first, so each
+``No such file`` is the sandbox's doing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+import trio
+from olp_harness import FAKE_CLAUDE, alive, descendants, in_thread, run_proxy, wait_until
+from tool_bait import plant
+
+from olp.actors import ProcessSpawner, Sandbox, SpawnSpec, find_bwrap, install_roots
+
+pytestmark = pytest.mark.integration
+
+BWRAP = find_bwrap(os.environ)
+if BWRAP is None:
+    if os.environ.get("CI") == "true":
+        raise RuntimeError("bwrap not found and CI=true: install bubblewrap")
+    pytest.skip("bubblewrap not installed", allow_module_level=True)
+
+
+async def run_confined(script: str, job_dir: Path, *, read_only: tuple[Path, ...] = (),
+                       writable: tuple[Path, ...] = ()) -> tuple[int, str, str]:
+    """``sh -c script`` in the sandbox; (exit code, stdout, stderr)."""
+    assert BWRAP is not None
+    workdir = job_dir / "work"
+    (job_dir / "home").mkdir(parents=True)
+    workdir.mkdir()
+    sandbox = Sandbox(BWRAP, read_only=read_only)
+    argv = sandbox.wrap(["/bin/sh", "-c", script], job_dir=job_dir, workdir=workdir,
+                        writable=writable)
+    spec = SpawnSpec(argv=argv, stdin=b"", cwd=workdir,
+                     env={"PATH": "/usr/bin:/bin", "HOME": str(job_dir / "home")})
+    out: list[bytes] = []
+    async with ProcessSpawner(kill_grace=1).open(spec) as proc:
+        while (line := await proc.receive_line()) is not None:
+            out.append(line)
+        code = await proc.wait()
+        return code, b"\n".join(out).decode(), proc.stderr_tail().decode()
+
+
+@pytest.fixture
+def job_dir() -> Path:
+    """A job directory where the runner makes them (under the system temp dir)."""
+    path = Path(tempfile.mkdtemp(prefix="olp-job-test-"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+async def test_the_owner_files_are_invisible_and_unwritable(tmp_path: Path,
+                                                             job_dir: Path) -> None:
+    owner_home = tmp_path / "owner"
+    bait = plant(owner_home)
+    other_spawn = Path(tempfile.mkdtemp(prefix="olp-job-other-"))
+    try:
+        (other_spawn / "answer.txt").write_text("another family member's answer")
+        script = (f"cat {bait.secret_file}; cat {other_spawn}/answer.txt; "
+                  f"echo pwned > {bait.marker}; cat /etc/shadow; ls /root; "
+                  f"echo mine > $HOME/own.txt && echo wrote-home; "
+                  f"echo here > ./work.txt && echo wrote-workdir; "
+                  f"cat /proc/1/cmdline | tr '\\0' ' '; echo; ls /proc | grep -c '^[0-9]'")
+        with trio.fail_after(20):
+            code, out, err = await run_confined(script, job_dir)
+    finally:
+        shutil.rmtree(other_spawn, ignore_errors=True)
+    assert bait.secret not in out and "another family" not in out
+    assert not bait.marker.exists()
+    assert "wrote-home" in out and "wrote-workdir" in out  # its own dirs are writable
+    assert (job_dir / "home" / "own.txt").read_text() == "mine\n"
+    assert "No such file" in err  # not "Permission denied": the paths do not exist there
+    # Its own PID namespace: PID 1 is the sandbox's init, and only a handful of processes
+    # (bwrap, sh, the pipeline) are visible, not the proxy or anything else on the host.
+    lines = out.splitlines()
+    assert "bwrap" in lines[-2] and int(lines[-1]) <= 5
+    assert code == 0  # the last command (the count) succeeded
+
+
+async def test_the_exit_status_comes_through(job_dir: Path) -> None:
+    with trio.fail_after(20):
+        assert (await run_confined("exit 7", job_dir))[0] == 7
+        assert (await run_confined("kill -TERM $$", job_dir / "again"))[0] == 128 + 15
+
+
+async def test_read_only_roots_are_readable_not_writable(tmp_path: Path, job_dir: Path) -> None:
+    install = tmp_path / "install"
+    install.mkdir()
+    (install / "data.txt").write_text("shipped with the CLI")
+    script = f"cat {install}/data.txt; echo x > {install}/data.txt || echo refused"
+    with trio.fail_after(20):
+        _, out, err = await run_confined(script, job_dir, read_only=(install,))
+    assert "shipped with the CLI" in out and "refused" in out
+    assert "Read-only file system" in err
+    assert (install / "data.txt").read_text() == "shipped with the CLI"
+
+
+async def test_a_linked_credential_file_stays_writable(tmp_path: Path, job_dir: Path) -> None:
+    credential = tmp_path / "owner" / ".claude" / ".credentials.json"
+    credential.parent.mkdir(parents=True)
+    credential.write_text('{"token": "old"}')
+    script = f"cat {credential}; echo '{{\"token\": \"refreshed\"}}' > {credential}"
+    with trio.fail_after(20):
+        code, out, _ = await run_confined(script, job_dir, writable=(credential,))
+    assert code == 0 and '"old"' in out
+    assert "refreshed" in credential.read_text()
+
+
+async def test_cancelling_kills_everything_inside(job_dir: Path) -> None:
+    """A cancelled job ends the sandbox and every process in it, grandchildren included."""
+    assert BWRAP is not None
+    workdir = job_dir / "work"
+    workdir.mkdir(parents=True)
+    argv = Sandbox(BWRAP).wrap(["/bin/sh", "-c", "sleep 300 & sleep 300 & echo up; wait"],
+                               job_dir=job_dir, workdir=workdir)
+    spec = SpawnSpec(argv=argv, stdin=b"", cwd=workdir, env={"PATH": "/usr/bin:/bin"})
+    me = os.getpid()
+    with trio.fail_after(20):
+        with trio.move_on_after(30) as scope:
+            async with ProcessSpawner(kill_grace=1).open(spec) as proc:
+                assert await proc.receive_line() == b"up"
+                inside = descendants(me)
+                assert len(inside) >= 4  # bwrap, its init, sh, two sleeps
+                scope.cancel()
+        assert await wait_until(lambda: not any(alive(p) for p in inside), within=5.0)
+
+
+def test_install_roots_cover_npm_venv_and_interpreters(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    # an npm package whose bin is a link into node_modules, run by `env node`
+    prefix = tmp_path / "opt" / "claude"
+    package = prefix / "node_modules" / "@vendor" / "cli"
+    (package / "bin").mkdir(parents=True)
+    script = package / "bin" / "cli.js"
+    script.write_text("#!/usr/bin/env node\n")
+    dot_bin = prefix / "node_modules" / ".bin"
+    dot_bin.mkdir()
+    (dot_bin / "cli").symlink_to(script)
+    node_prefix = tmp_path / "nodejs"
+    (node_prefix / "bin").mkdir(parents=True)
+    (node_prefix / "bin" / "node").write_bytes(b"\x7fELF")
+    (node_prefix / "bin" / "node").chmod(0o755)
+    roots = install_roots(str(dot_bin / "cli"), path_env=str(node_prefix / "bin"),
+                          forbidden=(home,))
+    assert roots == [prefix / "node_modules", node_prefix]
+    # a console script in a virtualenv whose base Python lives elsewhere
+    base = tmp_path / "pythons" / "3.13"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.13").write_bytes(b"\x7fELF")
+    venv = tmp_path / "venvs" / "vibe"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\n")
+    (venv / "bin" / "python").symlink_to(base / "bin" / "python3.13")
+    (venv / "bin" / "vibe").write_text(f"#!{venv / 'bin' / 'python'}\n")
+    roots = install_roots(str(venv / "bin" / "vibe"), path_env="", forbidden=(home,))
+    assert roots == [venv, base]
+
+
+def test_install_roots_never_expose_a_home(tmp_path: Path) -> None:
+    """A binary right in the owner's ``~/bin`` gives ``~/bin``, not the whole home."""
+    home = tmp_path / "home"
+    (home / "bin").mkdir(parents=True)
+    tool = home / "bin" / "tool"
+    tool.write_bytes(b"\x7fELF")
+    assert install_roots(str(tool), path_env="", forbidden=(home,)) == [home / "bin"]
+    olp_home = tmp_path / "olp" / "state"
+    (olp_home.parent / "bin").mkdir(parents=True)
+    inside = olp_home.parent / "bin" / "tool"
+    inside.write_bytes(b"\x7fELF")
+    assert install_roots(str(inside), path_env="", forbidden=(olp_home,)) == [inside.parent]
+
+
+async def test_a_confined_cli_answers_through_the_proxy(tmp_path: Path) -> None:
+    """The default (sandbox on) with a fake claude: it answers, and reads only what it may."""
+    config = {"providers": {
+        "enabled": {"openai": False, "mistral": False},
+        "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": True,
+                      "env": {"FAKE_CLAUDE_SCENARIO": "success",
+                              "ANTHROPIC_API_KEY": "sk-ant-fake"}}}}
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", config) as proxy:
+            def ask() -> str:
+                answer = proxy.client().chat.completions.create(
+                    model="sonnet", messages=[{"role": "user", "content": "hi"}])
+                return answer.choices[0].message.content or ""
+
+            assert await in_thread(ask) == "Hello from the mock upstream."
+            health = await in_thread(lambda: proxy.get("/health").json())
+            assert health["providers"]["anthropic"]["sandbox"] == "bubblewrap"
+            assert descendants(proxy.process.pid) == set()
+
+
+def test_bwrap_reports_its_version() -> None:
+    """The sandbox tool the suite relies on is really there and runs."""
+    assert BWRAP is not None
+    done = subprocess.run([BWRAP, "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.startswith("bubblewrap")
