@@ -4,7 +4,8 @@
 Stdlib only, so it runs under any python3. See tests/fakes/README.md for the contract; in short:
 
   argv     the real CLI's (``-p --output-format stream-json --verbose
-           --include-partial-messages --tools "" --no-session-persistence --model M
+           --include-partial-messages --tools "" --strict-mcp-config --setting-sources ""
+           --disable-slash-commands --safe-mode --no-session-persistence --model M
            --system-prompt-file F``); ``--output-format stream-json`` needs ``--verbose``
            (else exit 1 with the real message). The prompt is read from stdin to EOF before
            anything is printed, as the real CLI does.
@@ -68,7 +69,8 @@ VALUE_FLAGS = {
 BOOL_FLAGS = {
     "-p", "--print", "--verbose", "--include-partial-messages", "--no-session-persistence",
     "--bare", "--dangerously-skip-permissions", "--continue", "-c", "--strict-mcp-config",
-    "--replay-user-messages", "--fork-session", "-d", "--debug",
+    "--replay-user-messages", "--fork-session", "-d", "--debug", "--disable-slash-commands",
+    "--safe-mode", "--restricted",
 }  # fmt: skip
 
 

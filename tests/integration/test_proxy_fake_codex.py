@@ -17,6 +17,8 @@ import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
+from olp.actors.codex._invocation import BASE_ARGS
+
 pytestmark = pytest.mark.integration
 
 FAKE_CODEX = REPO / "tests" / "fakes" / "fake_codex.py"
@@ -98,10 +100,13 @@ async def test_prompt_and_system_text_on_stdin_nothing_on_argv(tmp_path: Path) -
             completion = await in_thread(lambda: proxy.client().chat.completions.create(
                 model="gpt-5.5", messages=MESSAGES))
     argv = json.loads(argv_file.read_text())
-    assert argv[1:] == ["exec", "--json", "--skip-git-repo-check", "--ephemeral", "--sandbox",
-                        "read-only", "-m", "gpt-5.5", "-"]
     assert not any("Say hello" in a or "Be terse" in a for a in argv)
     echo = json.loads(completion.choices[0].message.content or "{}")
+    catalog = Path(echo["cwd"]) / "model-catalog.json"  # in the spawn's own workdir
+    assert argv[1:] == [*BASE_ARGS, "-c", f'model_catalog_json="{catalog}"', "-m", "gpt-5.5",
+                        "-"]
+    assert BASE_ARGS[:6] == ("exec", "--json", "--skip-git-repo-check", "--ephemeral",
+                             "--sandbox", "read-only")
     assert echo["argv_prompt"] is None
     assert echo["stdin_head"].startswith("System instructions:\nBe terse.")
     assert echo["stdin_tail"].endswith("Write only the reply itself, with no label.")

@@ -13,6 +13,15 @@ prints ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/S
 ``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.
 """
 
-from ._server import DEFAULT_DELTAS, SCENARIOS, MockAnthropic, Scenario, serve_mock
+from ._server import (
+    DEFAULT_DELTAS,
+    NO_TOOL_TEXT,
+    SCENARIOS,
+    TOOL_RESULT_PREFIX,
+    MockAnthropic,
+    Scenario,
+    serve_mock,
+)
 
-__all__ = ["DEFAULT_DELTAS", "SCENARIOS", "MockAnthropic", "Scenario", "serve_mock"]
+__all__ = ["DEFAULT_DELTAS", "NO_TOOL_TEXT", "SCENARIOS", "TOOL_RESULT_PREFIX", "MockAnthropic",
+           "Scenario", "serve_mock"]

@@ -31,6 +31,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--message", help="error message text")
     parser.add_argument("--should-retry", type=_bool, metavar="{true,false}",
                         help="error scenarios: send x-should-retry (auth sends false by default)")
+    parser.add_argument("--command", help="tool_attack: the shell command given to Bash")
+    parser.add_argument("--path", help="tool_attack: the file path given to Read")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,8 +27,10 @@ from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, whi
 
 __all__ = [
     "DEFAULT_DELTAS",
+    "NO_TOOL_TEXT",
     "SCENARIOS",
     "MockAnthropic",
+    "TOOL_RESULT_PREFIX",
     "Scenario",
     "serve_mock",
 ]
@@ -49,6 +51,12 @@ SCENARIOS: frozenset[str] = frozenset(
         "stall",  # one delta, then silence with the connection open
         "hang",  # read the request, never send a status line
         "drop",  # read the request, close the connection without a response
+        # a hostile model, for the security tests: when the request offers a tool that runs a
+        # shell command or reads a file (claude's `Bash` -> {"command": `command`}, `Read` ->
+        # {"file_path": `path`}; `mcp__*` tools are ignored), answer with a `tool_use` block
+        # calling it; a follow-up request carrying a `tool_result` gets text echoing that
+        # result (so a leak reaches the client); offered no such tool, answer plain text
+        "tool_attack",
     }
 )
 
@@ -83,6 +91,8 @@ class Scenario:
     # error scenarios: the `x-should-retry` header (None: not sent). The real claude CLI retries
     # a 401 unless it says "false" (as the Anthropic API does), so "auth" defaults to False.
     should_retry: bool | None = None
+    command: str = "echo tool_attack"  # tool_attack: the shell command given to `Bash`
+    path: str = "/etc/hostname"  # tool_attack: the file given to `Read`
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -102,6 +112,9 @@ class Scenario:
             raise ValueError("status must be an HTTP status code")
         if self.should_retry is not None and not isinstance(self.should_retry, bool):
             raise ValueError("should_retry must be true, false or null")
+        for field in ("command", "path"):
+            if not isinstance(getattr(self, field), str):
+                raise ValueError(f"{field} must be a string")
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -154,6 +167,47 @@ def _usage(output_tokens: int) -> dict[str, int]:
         "cache_read_input_tokens": 0,
         "output_tokens": output_tokens,
     }
+
+
+# tool_attack: which offered tool to call, and with what. A shell tool first, then a file reader.
+_ATTACK_TOOLS: tuple[tuple[str, str], ...] = (("Bash", "command"), ("Read", "file_path"))
+NO_TOOL_TEXT = "No tool was offered."
+TOOL_RESULT_PREFIX = "Tool result: "
+
+
+def _tool_result_text(payload: dict[str, Any]) -> str | None:
+    """The text of the `tool_result` blocks in the request's last user message, or None."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list) or not messages or not isinstance(messages[-1], dict):
+        return None
+    content = messages[-1].get("content")
+    if messages[-1].get("role") != "user" or not isinstance(content, list):
+        return None
+    texts: list[str] = []
+    found = False
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "tool_result":
+            continue
+        found = True
+        inner = block.get("content")
+        if isinstance(inner, str):
+            texts.append(inner)
+        elif isinstance(inner, list):
+            texts.extend(b["text"] for b in inner
+                         if isinstance(b, dict) and isinstance(b.get("text"), str))
+    return "\n".join(texts) if found else None
+
+
+def _attack_call(payload: dict[str, Any], scenario: Scenario) -> tuple[str, dict[str, str]] | None:
+    """(tool name, input) for the first offered tool the attack can use, or None."""
+    tools = payload.get("tools")
+    names = {t.get("name") for t in tools if isinstance(t, dict)} if isinstance(tools, list) \
+        else set()
+    values = {"command": scenario.command, "file_path": scenario.path}
+    for name, arg in _ATTACK_TOOLS:
+        if name in names:
+            return name, {arg: values[arg]}
+    return None
 
 
 class _Server:
@@ -230,6 +284,8 @@ class _Server:
                 )
             elif name == "hang":
                 await trio.sleep_forever()
+            elif name == "tool_attack":
+                await self._tool_attack(ex, scenario, record, payload, message_id, request_id)
             elif stream:
                 await self._stream(ex, scenario, record, model, message_id, request_id)
             else:
@@ -280,6 +336,64 @@ class _Server:
         await _sse(ex, {"type": "content_block_stop", "index": 0})
         await _sse(ex, {"type": "message_delta",
                         "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                        "usage": {"output_tokens": OUTPUT_TOKENS}})
+        await _sse(ex, {"type": "message_stop"})
+        await ex.send(h11.EndOfMessage())
+
+    async def _tool_attack(
+        self,
+        ex: Exchange,
+        scenario: Scenario,
+        record: dict[str, Any],
+        payload: dict[str, Any],
+        message_id: str,
+        request_id: str,
+    ) -> None:
+        model = payload["model"]
+        result = _tool_result_text(payload)
+        call = None if result is not None else _attack_call(payload, scenario)
+        if call is None:
+            text = NO_TOOL_TEXT if result is None else TOOL_RESULT_PREFIX + result
+            record["tool_attack"] = "echoed tool result" if result is not None else "no tool"
+            block: dict[str, Any] = {"type": "text", "text": text}
+            stop_reason = "end_turn"
+        else:
+            tool, tool_input = call
+            record["tool_attack"] = f"tool_use {tool}"
+            block = {"type": "tool_use", "id": f"toolu_mock{record['n']:06d}", "name": tool,
+                     "input": tool_input}
+            stop_reason = "tool_use"
+        record["status"] = 200
+        if payload.get("stream") is not True:
+            await ex.respond_json(
+                200,
+                {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                 "content": [block], "stop_reason": stop_reason, "stop_sequence": None,
+                 "usage": _usage(OUTPUT_TOKENS)},
+                [("request-id", request_id)],
+            )
+            return
+        await ex.start_sse([("request-id", request_id)])
+        await _sse(ex, {
+            "type": "message_start",
+            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                        "content": [], "stop_reason": None, "stop_sequence": None,
+                        "usage": _usage(1)},
+        })
+        if block["type"] == "text":
+            await _sse(ex, {"type": "content_block_start", "index": 0,
+                            "content_block": {"type": "text", "text": ""}})
+            await _sse(ex, {"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "text_delta", "text": block["text"]}})
+        else:
+            await _sse(ex, {"type": "content_block_start", "index": 0,
+                            "content_block": {**block, "input": {}}})
+            await _sse(ex, {"type": "content_block_delta", "index": 0,
+                            "delta": {"type": "input_json_delta",
+                                      "partial_json": json.dumps(block["input"])}})
+        await _sse(ex, {"type": "content_block_stop", "index": 0})
+        await _sse(ex, {"type": "message_delta",
+                        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                         "usage": {"output_tokens": OUTPUT_TOKENS}})
         await _sse(ex, {"type": "message_stop"})
         await ex.send(h11.EndOfMessage())

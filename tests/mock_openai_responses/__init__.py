@@ -23,6 +23,7 @@ from ._server import (
     SCENARIOS,
     MockResponses,
     Scenario,
+    offered_tools,
     serve_mock,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "SCENARIOS",
     "MockResponses",
     "Scenario",
+    "offered_tools",
     "serve_mock",
 ]

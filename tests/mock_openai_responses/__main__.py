@@ -28,6 +28,9 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resets-in-seconds", type=int, help="usage_limit: reset in the body")
     parser.add_argument("--served-model", help="the response's model (default: the request's)")
     parser.add_argument("--cached-tokens", type=int, help="success: cached input tokens")
+    parser.add_argument("--command", help="tool_attack: the shell string for shell tools")
+    parser.add_argument("--path", help="tool_attack: the file for view_image")
+    parser.add_argument("--marker", help="tool_attack: the file an apply_patch call adds")
 
 
 def main(argv: list[str] | None = None) -> int:

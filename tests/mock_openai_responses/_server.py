@@ -34,6 +34,7 @@ __all__ = [
     "SCENARIOS",
     "MockResponses",
     "Scenario",
+    "offered_tools",
     "serve_mock",
 ]
 
@@ -55,6 +56,11 @@ SCENARIOS: frozenset[str] = frozenset(
         "stall",  # one delta, then silence with the connection open
         "hang",  # read the request, never send a status line
         "drop",  # read the request, close the connection without a response
+        # a prompt-injected model: calls the first offered tool it knows with `command` (shell
+        # tools), `path` (view_image) or a patch adding `marker` (apply_patch); once the tool
+        # output comes back, answers text echoing it (so a leak reaches the client); plain
+        # text when no such tool is offered
+        "tool_attack",
     }
 )
 
@@ -121,6 +127,9 @@ class Scenario:
     times: int | None = None  # serve this scenario to the next N requests, then "success"
     served_model: str | None = None  # the `model` in the response (default: the request's)
     cached_tokens: int = 0  # usage.input_tokens_details.cached_tokens (part of input_tokens)
+    command: str = ""  # tool_attack: the shell string for exec_command/shell_command/shell
+    path: str = ""  # tool_attack: the file for view_image
+    marker: str = ""  # tool_attack: the file an apply_patch call adds
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -146,6 +155,9 @@ class Scenario:
             raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.status, int) or not 100 <= self.status <= 599:
             raise ValueError("status must be an HTTP status code")
+        for field in ("command", "path", "marker"):
+            if not isinstance(getattr(self, field), str):
+                raise ValueError(f"{field} must be a string")
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -231,6 +243,74 @@ def _message_item(item_id: str, text: str, status: str) -> dict[str, Any]:
         else []
     return {"id": item_id, "type": "message", "status": status, "role": "assistant",
             "content": content}
+
+
+def offered_tools(body: dict[str, Any]) -> list[str]:
+    """The names of the tools a Responses request offers: its ``tools`` and the tools of any
+    ``additional_tools`` input item (codex's code-mode models), namespaced ``ns.name``."""
+
+    def names(tools: Any, prefix: str = "") -> list[str]:
+        out: list[str] = []
+        for tool in tools if isinstance(tools, list) else []:
+            if not isinstance(tool, dict):
+                continue
+            name = str(tool.get("name") or tool.get("type"))
+            if tool.get("type") == "namespace":
+                out += names(tool.get("tools"), f"{prefix}{name}.")
+            else:
+                out.append(prefix + name)
+        return out
+
+    found = names(body.get("tools"))
+    for item in body.get("input") or []:
+        if isinstance(item, dict) and item.get("type") == "additional_tools":
+            found += names(item.get("tools"))
+    return found
+
+
+def _tool_outputs(body: dict[str, Any]) -> list[str]:
+    """The text of every tool result the request carries back (``function_call_output``,
+    ``custom_tool_call_output``, ``local_shell_call_output``; content lists flattened)."""
+    out: list[str] = []
+    for item in body.get("input") or []:
+        if not isinstance(item, dict) or not str(item.get("type", "")).endswith("call_output"):
+            continue
+        output = item.get("output")
+        if isinstance(output, list):
+            out += [str(part.get("text") or part.get("image_url") or "") for part in output
+                    if isinstance(part, dict)]
+        else:
+            out.append(output if isinstance(output, str) else json.dumps(output))
+    return out
+
+
+def _attack_call(scenario: Scenario, body: dict[str, Any], n: int) -> dict[str, Any] | None:
+    """The tool call a prompt-injected model would make with what ``body`` offers (the
+    Responses API output item, complete), or None."""
+    call_id, item_id = f"call_mock{n:06d}", f"fc_mock{n:06d}"
+    shell = ["bash", "-lc", scenario.command]
+    patch = f"*** Begin Patch\n*** Add File: {scenario.marker}\n+pwned\n*** End Patch\n"
+    for name in offered_tools(body):
+        if name == "exec_command" and scenario.command:
+            args: Any = {"cmd": scenario.command}
+        elif name == "shell_command" and scenario.command:
+            args = {"command": scenario.command}
+        elif name == "shell" and scenario.command:
+            args = {"command": shell}
+        elif name == "local_shell" and scenario.command:
+            return {"id": item_id, "type": "local_shell_call", "call_id": call_id,
+                    "status": "completed",
+                    "action": {"type": "exec", "command": shell, "env": {}}}
+        elif name == "view_image" and scenario.path:
+            args = {"path": scenario.path}
+        elif name == "apply_patch" and scenario.marker:
+            return {"id": item_id, "type": "custom_tool_call", "call_id": call_id,
+                    "name": name, "input": patch, "status": "completed"}
+        else:
+            continue
+        return {"id": item_id, "type": "function_call", "call_id": call_id, "name": name,
+                "arguments": json.dumps(args), "status": "completed"}
+    return None
 
 
 class _Server:
@@ -343,6 +423,15 @@ class _Server:
         pending = _response(response_id, model, "in_progress", [], None, created)
         await sse.send("response.created", response=pending)
         await sse.send("response.in_progress", response=pending)
+        deltas = scenario.deltas
+        if scenario.name == "tool_attack":
+            outputs = _tool_outputs(payload)
+            call = None if outputs else _attack_call(scenario, payload, n)
+            record["tool_call"] = call
+            if call is not None:
+                await self._tool_call(sse, call, response_id, model, created, scenario)
+                return
+            deltas = ("Tool output: " + "\n".join(outputs),) if outputs else deltas
         await sse.send("response.output_item.added", output_index=0,
                        item=_message_item(item_id, "", "in_progress"))
         part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
@@ -365,7 +454,7 @@ class _Server:
                 await trio.sleep(scenario.interval)
                 await delta(f" chunk{i}")
         else:
-            for text in scenario.deltas:
+            for text in deltas:
                 await trio.sleep(scenario.delay)
                 await delta(text)
         text = "".join(texts)
@@ -380,6 +469,35 @@ class _Server:
                                           _usage(scenario.cached_tokens),
                                           created))
         await ex.send(h11.EndOfMessage())
+
+
+    async def _tool_call(self, sse: _Sse, call: dict[str, Any], response_id: str, model: str,
+                         created: int, scenario: Scenario) -> None:
+        """Stream one tool-call output item as the Responses API does: added (empty
+        arguments/input), the argument deltas and done, the complete item, completed."""
+        started = {**call, "status": "in_progress"}
+        kind = call["type"]
+        if kind == "function_call":
+            started["arguments"] = ""
+        elif kind == "custom_tool_call":
+            started["input"] = ""
+        await sse.send("response.output_item.added", output_index=0, item=started)
+        await trio.sleep(scenario.delay)
+        if kind == "function_call":
+            await sse.send("response.function_call_arguments.delta", item_id=call["id"],
+                           output_index=0, delta=call["arguments"])
+            await sse.send("response.function_call_arguments.done", item_id=call["id"],
+                           output_index=0, arguments=call["arguments"])
+        elif kind == "custom_tool_call":
+            await sse.send("response.custom_tool_call_input.delta", item_id=call["id"],
+                           output_index=0, delta=call["input"])
+            await sse.send("response.custom_tool_call_input.done", item_id=call["id"],
+                           output_index=0, input=call["input"])
+        await sse.send("response.output_item.done", output_index=0, item=call)
+        await sse.send("response.completed",
+                       response=_response(response_id, model, "completed", [call],
+                                          _usage(scenario.cached_tokens), created))
+        await sse.ex.send(h11.EndOfMessage())
 
 
 async def serve_mock(

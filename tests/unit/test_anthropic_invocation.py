@@ -42,12 +42,35 @@ def test_argv_is_exact_and_prompt_goes_on_stdin() -> None:
                                 extra_args=("--effort", "low"))
     assert argv == [
         "/usr/bin/claude", "-p", "--output-format", "stream-json", "--verbose",
-        "--include-partial-messages", "--tools", "", "--no-session-persistence",
+        "--include-partial-messages", "--tools", "", "--strict-mcp-config",
+        "--setting-sources", "", "--disable-slash-commands", "--safe-mode",
+        "--no-session-persistence",
         "--model", "claude-x", "--system-prompt-file", str(WORKDIR / "system-prompt.txt"),
         "--effort", "low",
     ]
     assert stdin == USER_TEXT
     assert files == {"system-prompt.txt": SYSTEM}
+
+
+def test_every_tool_and_outside_source_is_kept_away() -> None:
+    """claude is a model, not an agent: no built-in tool, no MCP server, no settings, skills,
+    commands or CLAUDE.md from anywhere (see the module docstring for how each was verified)."""
+    argv, _, _ = invoke(request(msg("user", "hi")))
+    assert argv[argv.index("--tools") + 1] == ""
+    assert argv[argv.index("--setting-sources") + 1] == ""
+    for flag in ("--strict-mcp-config", "--disable-slash-commands", "--safe-mode"):
+        assert flag in argv
+    for widening in ("--mcp-config", "--settings", "--add-dir", "--plugin-dir", "--agents",
+                     "--allowedTools", "--permission-mode", "--dangerously-skip-permissions"):
+        assert widening not in argv
+
+
+def test_extra_args_come_after_the_lockdown() -> None:
+    """An owner's ``extra_args`` are the deliberate way to widen a spawn: they come last, so a
+    repeated option (``--tools Bash``) wins over OLP's."""
+    argv, _, _ = invoke(request(msg("user", "hi")), extra_args=("--tools", "Bash"))
+    assert argv[-2:] == ["--tools", "Bash"]
+    assert argv.index("--safe-mode") < len(argv) - 2
 
 
 def test_no_client_text_on_argv_for_a_conversation() -> None:

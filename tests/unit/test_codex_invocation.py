@@ -18,8 +18,18 @@ WORKDIR = Path("/tmp/olp-job-x/work")
 USER_TEXT = "Tell me a secret about ünïcode ✓ and $HOME `rm -rf`"
 SYSTEM = "You are terse."
 DEVELOPER = "Answer in French."
+#: every built-in tool codex lets us switch off, off (verified against the real 0.171.0:
+#: tests/realcli/test_security_real_codex.py, tests/fixtures/security/codex-tools-*.json)
+TOOLS_OFF = ["-c", "features.shell_tool=false", "-c", "features.unified_exec=false",
+             "-c", "features.view_image=false", "-c", "features.goals=false",
+             "-c", "features.multi_agent=false", "-c", "features.multi_agent_v2=false",
+             "-c", "features.apps=false", "-c", "features.plugins=false",
+             "-c", "features.hooks=false", "-c", "features.shell_snapshot=false",
+             "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0"]
 BASE = ["/usr/bin/codex", "exec", "--json", "--skip-git-repo-check", "--ephemeral",
-        "--sandbox", "read-only", "-m", "gpt-5.5"]
+        "--sandbox", "read-only", "--ignore-rules", *TOOLS_OFF,
+        "-c", f'model_catalog_json="{WORKDIR}/model-catalog.json"', "-m", "gpt-5.5"]
+CATALOG = "model-catalog.json"
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4nGP4z8AARAwQ"
                        "CgAf7gP9i18U1AAAAABJRU5ErkJggg==")
 PNG_URL = "data:image/png;base64," + base64.b64encode(PNG).decode()
@@ -52,7 +62,7 @@ def test_argv_is_exact_and_prompt_goes_on_stdin() -> None:
         request(msg("user", USER_TEXT)), extra_args=("-c", "model_reasoning_effort=low"))
     assert argv == [*BASE, "-c", "model_reasoning_effort=low", "-"]
     assert stdin == USER_TEXT
-    assert (files, binary_files, env) == ({}, {}, {})  # CODEX_HOME is left to HOME/.codex
+    assert (set(files), binary_files, env) == ({CATALOG}, {}, {})  # CODEX_HOME: HOME/.codex
 
 
 def test_system_text_is_at_the_head_of_the_prompt() -> None:
@@ -61,7 +71,7 @@ def test_system_text_is_at_the_head_of_the_prompt() -> None:
     assert argv == [*BASE, "-"]
     assert stdin.startswith(f"System instructions:\n{SYSTEM}\n\n{DEVELOPER}\n\n")
     assert stdin.index(SYSTEM) < stdin.index(USER_TEXT)
-    assert files == {}  # no model_instructions_file: the ChatGPT backend refuses it
+    assert set(files) == {CATALOG}  # no model_instructions_file: the ChatGPT backend refuses it
 
 
 def test_no_client_text_on_argv_for_a_conversation() -> None:
@@ -87,7 +97,7 @@ def test_json_object_is_an_instruction_at_the_head() -> None:
     instruction = json_instruction(rf)
     assert instruction is not None
     assert stdin == f"{instruction}\n\nlist three colours"
-    assert argv == [*BASE, "-"] and files == {}
+    assert argv == [*BASE, "-"] and set(files) == {CATALOG}
 
 
 def test_strict_json_schema_also_goes_to_output_schema_file() -> None:
@@ -103,7 +113,7 @@ def test_strict_json_schema_also_goes_to_output_schema_file() -> None:
 def test_non_strict_json_schema_is_only_an_instruction() -> None:
     rf = {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "object"}}}
     argv, stdin, files, _, _ = invoke(request(msg("user", "hi"), response_format=rf))
-    assert argv == [*BASE, "-"] and files == {}
+    assert argv == [*BASE, "-"] and set(files) == {CATALOG}
     assert stdin.startswith(json_instruction(rf) or "?")
 
 
@@ -148,3 +158,22 @@ def test_data_urls_decode() -> None:
 def test_extra_args_come_before_the_stdin_marker() -> None:
     argv, *_ = invoke(request(msg("user", "hi")), extra_args=("-c", 'model_provider="mock"'))
     assert argv[-3:] == ["-c", 'model_provider="mock"', "-"]
+
+
+def test_the_model_catalog_enables_no_tool_for_any_model() -> None:
+    """codex gets a catalog holding only a hidden placeholder, so every requested model runs
+    on fallback metadata: no apply_patch, no tool_search, no code mode (exec + spawn_agent)."""
+    _, _, files, _, _ = invoke(request(msg("user", "hi")))
+    [entry] = json.loads(files[CATALOG])["models"]
+    assert entry["slug"] == "olp-placeholder" and entry["slug"] != "gpt-5.5"
+    assert entry["visibility"] == "hide"
+    assert entry["apply_patch_tool_type"] is None and entry["supports_search_tool"] is False
+    assert "tool_mode" not in entry and entry["experimental_supported_tools"] == []
+
+
+def test_extra_args_come_after_the_switches() -> None:
+    """An owner may switch a tool back on deliberately (``--enable X`` beats ``-c
+    features.X=false`` in codex 0.171.0); nothing OLP adds comes after ``extra_args``."""
+    argv, _, _, _, _ = invoke(request(msg("user", "hi")), extra_args=("--enable", "shell_tool"))
+    assert argv[-3:] == ["--enable", "shell_tool", "-"]
+    assert argv.index("features.shell_tool=false") < argv.index("--enable")

@@ -1,4 +1,39 @@
-"""The argv, stdin and files for one ``claude -p`` spawn. No client text ever goes on argv."""
+"""The argv, stdin and files for one ``claude -p`` spawn. No client text ever goes on argv.
+
+claude is used as a *model*, never as an agent on the host. Besides ``--tools ""`` (no
+built-in tool offered upstream), :data:`LOCKDOWN_ARGS` keeps every other source of tools,
+commands and instructions away from the spawn. Verified with claude 2.1.332 against the loopback
+mock (``tests/mock_anthropic``), files planted in the per-spawn home and in a parent directory
+of the workdir (OLP's workdir is ``/tmp/olp-job-*/work``, so ``/tmp`` — writable by every local
+user — is a parent), ``strace -f -e trace=%file`` of the run, and a managed-settings directory
+put in place in a private mount namespace:
+
+``--strict-mcp-config`` (with no ``--mcp-config``)
+    no MCP server at all. Without it claude *started* the stdio servers of a ``.mcp.json`` in a
+    parent directory and of ``mcpServers`` in ``~/.claude.json`` (their commands ran). With a
+    managed ``/etc/claude-code/managed-mcp.json`` present claude refuses to start ("You cannot
+    use --strict-mcp-config when an enterprise MCP config is present", exit 1): it fails
+    closed instead of starting the managed server.
+``--setting-sources ""``
+    no user, project or local settings: no hooks or permission rules from
+    ``~/.claude/settings.json`` or ``.claude/settings*.json``, no ``CLAUDE.md``/``CLAUDE.local.md``
+    from the home or the workdir's parents in the upstream request, no skills, commands or
+    agents from ``.claude/`` directories, no project ``.mcp.json``.
+``--disable-slash-commands``
+    no skills and no slash commands (``system/init`` lists none).
+``--safe-mode``
+    every customisation off, and the one thing the three above leave: the *managed*
+    ``/etc/claude-code/CLAUDE.md`` (sent upstream without it) and managed agents.
+
+Nothing on argv stops what claude reads from ``/etc/claude-code/managed-settings.json`` and
+``managed-settings.d/*.json``: their hooks (``SessionStart``, ``UserPromptSubmit``, ``Stop``,
+``SessionEnd``) and ``apiKeyHelper`` ran with every flag above. Nor
+``/home/claude/.claude/remote/.oauth_token``, which claude reads and prefers to the home's
+``.credentials.json``. Those paths are masked by the OS sandbox, not here. Managed
+``permissions.allow`` rules do not bring a tool back: ``--tools ""`` still offers none. A login
+from ``~/.claude/.credentials.json`` works with these flags (checked: the OAuth token reached
+the mock as the bearer credential).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +47,10 @@ from olp.ir import ChatRequest, ImagePart
 
 SYSTEM_PROMPT_FILE: Final = "system-prompt.txt"
 DEFAULT_SYSTEM_PROMPT: Final = "You are a helpful assistant."
+# every built-in tool, MCP server, hook, settings file, skill, command and instruction file
+# other than the system prompt file kept away (see the module docstring for what each one does)
+LOCKDOWN_ARGS: Final = ("--tools", "", "--strict-mcp-config", "--setting-sources", "",
+                        "--disable-slash-commands", "--safe-mode")
 
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
@@ -23,7 +62,9 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     sent). ``response_format`` json_object/json_schema becomes an instruction at the head of
     the prompt (``--json-schema`` would put client text on argv). Raises
     :class:`CapabilityMissing` ``("images")`` when any message carries an image. Tools in the
-    request are not looked at: the actor/engine decide on that capability.
+    request are not looked at: the actor/engine decide on that capability. :data:`LOCKDOWN_ARGS`
+    come before ``extra_args``, so an owner's ``extra_args`` can still deliberately widen a
+    spawn (claude takes the last value of a repeated option).
     """
     if any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
         raise CapabilityMissing("images")
@@ -34,7 +75,7 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
         prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     argv = [
         binary, "-p", "--output-format", "stream-json", "--verbose",
-        "--include-partial-messages", "--tools", "", "--no-session-persistence",
+        "--include-partial-messages", *LOCKDOWN_ARGS, "--no-session-persistence",
         "--model", model, "--system-prompt-file", str(workdir / SYSTEM_PROMPT_FILE),
         *extra_args,
     ]

@@ -1,9 +1,34 @@
 """The argv, stdin and files for one ``codex exec`` spawn. No client text ever goes on argv.
 
-``codex exec --json --skip-git-repo-check --ephemeral --sandbox read-only -m MODEL
+``codex exec --json --skip-git-repo-check --ephemeral --sandbox read-only --ignore-rules
+<TOOLS_OFF> -c model_catalog_json="<workdir>/model-catalog.json" -m MODEL
 [--image=<workdir>/image-N.EXT ...] [--output-schema <workdir>/output-schema.json]
 [extra_args ...] -`` with the prompt on stdin (``-``: the whole prompt is read from stdin; the
 runner closes stdin after it — an open stdin blocks codex).
+
+* **codex is a model here, never an agent.** codex 0.171.0 offers the upstream model its own
+  tools and runs them on the host (``exec_command`` read any file the proxy user can read). So
+  every built-in tool that can be switched off is (verified against the real binary with a
+  loopback mock logging each request's ``tools`` and ``additional_tools`` input items;
+  ``tests/fixtures/security/codex-tools-{before,after}.json``):
+
+  - :data:`TOOLS_OFF` ``-c features.X=false`` for ``shell_tool``/``unified_exec``
+    (``exec_command``, ``write_stdin``, ``shell*``), ``view_image``, ``goals`` (goal tools),
+    ``multi_agent``/``multi_agent_v2`` (``spawn_agent`` & co.), ``apps``/``plugins`` (connector
+    MCP tools), ``hooks`` (configured hook commands), ``shell_snapshot`` (a ``bash -l`` run at
+    start-up); ``web_search="disabled"``; ``project_doc_max_bytes=0`` (no ``AGENTS.md`` from
+    the workdir). ``-c``, not ``--disable``: an owner can deliberately switch one back on with
+    ``--enable X`` in ``extra_args`` (``--disable`` could not be undone).
+  - ``apply_patch``, ``tool_search`` and *code mode* (a JavaScript ``exec`` tool reaching every
+    nested tool, with ``spawn_agent``...) have no switch: the model's catalog entry turns them
+    on (``apply_patch_tool_type``, ``supports_search_tool``, ``tool_mode``). So codex gets a
+    catalog (:data:`CATALOG_FILE`, ``model_catalog_json`` replaces the bundled one) holding
+    only a hidden placeholder: every real model then runs on codex's *fallback metadata*,
+    which enables none of them (codex prints a non-fatal "Model metadata for `M` not found"
+    warning item; its generic base instructions are sent and no model-specific reasoning
+    defaults).
+  - Left: ``request_user_input`` (always registered; it only asks the absent user and touches
+    no file). Anything an owner turns back on is contained only by the OS sandbox.
 
 * **System/developer text** goes at the head of the prompt (:func:`flatten_prompt` with
   ``include_system=True``). codex has no system-prompt flag; ``-c developer_instructions=...``
@@ -36,8 +61,29 @@ from olp.actors._prompt import flatten_prompt, json_instruction
 from olp.ir import ChatRequest, ImagePart
 
 SCHEMA_FILE: Final = "output-schema.json"
+CATALOG_FILE: Final = "model-catalog.json"
+#: Built-in tools (and tool-adjacent start-up work) switched off; see the module docstring.
+TOOLS_OFF: Final = (
+    "-c", "features.shell_tool=false", "-c", "features.unified_exec=false",
+    "-c", "features.view_image=false", "-c", "features.goals=false",
+    "-c", "features.multi_agent=false", "-c", "features.multi_agent_v2=false",
+    "-c", "features.apps=false", "-c", "features.plugins=false",
+    "-c", "features.hooks=false", "-c", "features.shell_snapshot=false",
+    "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0",
+)
 BASE_ARGS: Final = ("exec", "--json", "--skip-git-repo-check", "--ephemeral",
-                    "--sandbox", "read-only")
+                    "--sandbox", "read-only", "--ignore-rules", *TOOLS_OFF)
+#: The model catalog codex gets instead of its bundled one: a hidden placeholder only (the
+#: fields codex 0.171.0 requires), so that every requested model runs on fallback metadata —
+#: no ``apply_patch``, no ``tool_search``, no code mode.
+CATALOG: Final = json.dumps({"models": [{
+    "slug": "olp-placeholder", "display_name": "olp-placeholder", "visibility": "hide",
+    "supported_in_api": False, "priority": 0, "supported_reasoning_levels": [],
+    "shell_type": "disabled", "support_verbosity": False,
+    "truncation_policy": {"mode": "tokens", "limit": 10000}, "base_instructions": "-",
+    "experimental_supported_tools": [], "apply_patch_tool_type": None,
+    "supports_search_tool": False,
+}]}, sort_keys=True)
 #: The image types codex (and the Responses API) accept, by MIME type → file extension.
 IMAGE_TYPES: Final = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg",
                       "image/gif": "gif", "image/webp": "webp"}
@@ -52,12 +98,14 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     instruction = json_instruction(request.response_format)
     if instruction is not None:
         prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
-    argv = [binary, *BASE_ARGS, "-m", model]
+    # a TOML string (json.dumps of a path is one); the path is the proxy's, never client text
+    catalog = f"model_catalog_json={json.dumps(str(workdir / CATALOG_FILE))}"
+    argv = [binary, *BASE_ARGS, "-c", catalog, "-m", model]
     binary_files: dict[str, bytes] = {}
     for name, data in images:
         binary_files[name] = data
         argv.append(f"--image={workdir / name}")
-    files: dict[str, str] = {}
+    files: dict[str, str] = {CATALOG_FILE: CATALOG}
     schema = strict_schema(request.response_format)
     if schema is not None:
         files[SCHEMA_FILE] = json.dumps(schema, ensure_ascii=False, sort_keys=True)
