@@ -6,6 +6,7 @@ lookups are pure dictionary reads, safe to call from the Trio loop.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,12 @@ import msgspec
 
 from ._settings import ConfigError
 
-DEFAULT_REGISTRY_PATH: Final = Path(__file__).resolve().parents[2] / "models-registry.json"
+REGISTRY_FILE: Final = "models-registry.json"
+#: The repository's top-level file in a source checkout; an installed wheel carries the same
+#: file as data under ``<prefix>/share/olp`` (pyproject's ``data-files``).
+_CANDIDATES: Final = (Path(__file__).resolve().parents[2] / REGISTRY_FILE,
+                      Path(sys.prefix) / "share" / "olp" / REGISTRY_FILE)
+DEFAULT_REGISTRY_PATH: Final = next((p for p in _CANDIDATES if p.is_file()), _CANDIDATES[0])
 
 
 class RegistryError(ConfigError):
