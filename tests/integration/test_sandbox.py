@@ -204,3 +204,34 @@ def test_bwrap_reports_its_version() -> None:
     assert BWRAP is not None
     done = subprocess.run([BWRAP, "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.startswith("bubblewrap")
+
+
+async def test_kill_9_of_the_proxy_takes_every_confined_cli_with_it(tmp_path: Path) -> None:
+    """``--die-with-parent`` and the PID namespace: no CLI outlives a proxy killed with -9."""
+    config = {"providers": {
+        "enabled": {"openai": False, "mistral": False},
+        "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": True,
+                      "env": {"FAKE_CLAUDE_SCENARIO": "slow", "FAKE_CLAUDE_DELAY_S": "0.5",
+                              "ANTHROPIC_API_KEY": "sk-ant-fake"}}}}
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", config) as proxy:
+            got_first = trio.Event()
+            token = trio.lowlevel.current_trio_token()
+
+            def read_until_gone() -> None:
+                stream = proxy.client().chat.completions.create(
+                    model="sonnet", messages=[{"role": "user", "content": "hi"}], stream=True)
+                try:
+                    for chunk in stream:
+                        if chunk.choices and chunk.choices[0].delta.content:
+                            trio.from_thread.run_sync(got_first.set, trio_token=token)
+                except Exception:  # the proxy dies under us: any client error is expected
+                    pass
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(in_thread, read_until_gone)
+                await got_first.wait()
+                spawned = descendants(proxy.process.pid)
+                assert len(spawned) >= 3  # bwrap, the sandbox's init, the fake, its grandchild
+                proxy.process.kill()
+            assert await wait_until(lambda: not any(alive(p) for p in spawned), within=10.0)
