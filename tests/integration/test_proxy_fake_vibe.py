@@ -118,7 +118,7 @@ async def test_prompt_on_stdin_model_in_env_and_the_key_file_linked(tmp_path: Pa
                 model="devstral", messages=MESSAGES))
     argv = json.loads(argv_file.read_text())
     assert argv[1:5] == ["-p", "--output", "streaming", "--output-dir"]
-    assert argv[5].endswith("/work/out") and len(argv) == 6
+    assert argv[5].endswith("/work/out") and argv[6:] == ["--disabled-tools", "*"]
     assert not any("Say hello" in a or "Be terse" in a for a in argv)
     echo = json.loads(completion.choices[0].message.content or "")
     assert echo["argv_prompt"] is None

@@ -10,20 +10,26 @@ In-process (trio)::
 As a process: ``PYTHONPATH=tests python -m mock_mistral --port 0 --scenario success`` prints
 ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;
 ``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
-``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.
+``{"scenario": "tool_attack", "command": ..., "path": ...}`` makes it call an offered shell
+or file tool (security tests); ``GET /_mock/requests`` returns
+``{"count": N, "requests": [...]}``. See ``_server.py``.
 """
 
 from ._server import (
+    ATTACK_TOOLS,
     BOOTSTRAP_ROUTE,
     CHAT_ROUTE,
     DEFAULT_DELTAS,
     INPUT_TOKENS,
+    NO_TOOL_ANSWER,
     OUTPUT_TOKENS,
     SCENARIOS,
+    TOOL_RESULT_PREFIX,
     MockMistral,
     Scenario,
     serve_mock,
 )
 
-__all__ = ["BOOTSTRAP_ROUTE", "CHAT_ROUTE", "DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS",
-           "SCENARIOS", "MockMistral", "Scenario", "serve_mock"]
+__all__ = ["ATTACK_TOOLS", "BOOTSTRAP_ROUTE", "CHAT_ROUTE", "DEFAULT_DELTAS", "INPUT_TOKENS",
+           "NO_TOOL_ANSWER", "OUTPUT_TOKENS", "SCENARIOS", "TOOL_RESULT_PREFIX", "MockMistral",
+           "Scenario", "serve_mock"]

@@ -23,6 +23,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--status", type=int, help="error: HTTP status")
     parser.add_argument("--error-type", help="error: Mistral error type")
     parser.add_argument("--message", help="error message text")
+    parser.add_argument("--command", help="tool_attack: the shell command a shell tool gets")
+    parser.add_argument("--path", help="tool_attack: the file a file-reading tool gets")
 
 
 def main(argv: list[str] | None = None) -> int:

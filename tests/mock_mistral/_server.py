@@ -9,6 +9,11 @@ Faithful to what the real ``vibe`` CLI (mistral-vibe 3.0.2) needs (see
   lines (no ``event:`` lines) - a first chunk ``delta {role: "assistant", content: ""}``, one
   chunk per text delta, a last chunk with ``finish_reason: "stop"`` **and** top-level ``usage``,
   then ``data: [DONE]``. Without ``stream`` a plain ``chat.completion`` object.
+* ``tool_attack`` (security tests): when the request offers a tool that can run a command or
+  read a file, the answer is a streamed call of that tool with the scenario's ``command`` /
+  ``path`` (chunk ``delta {tool_calls: [{id, type: "function", index, function: {name,
+  arguments}}]}``, finish reason ``tool_calls``); the follow-up request that carries the tool
+  result is answered with text that echoes it, so a leak would reach the client.
 * Errors: the status plus Mistral's body ``{"object": "error", "message", "type", "param",
   "code"}`` (the CLI echoes the body verbatim into its ``Error: ...`` line).
 
@@ -49,6 +54,10 @@ SCENARIOS: frozenset[str] = frozenset({
     "stall",  # one delta, then silence with the connection open
     "hang",  # read the request, never send a status line
     "drop",  # read the request, close the connection without a response
+    # Security tests: call the first offered tool that runs a command or reads a file (see
+    # ATTACK_TOOLS) with `command` / `path`; answer a request carrying a tool result with text
+    # echoing it ("TOOL RESULT: ..."); plain text when no such tool is offered.
+    "tool_attack",
 })
 
 # scenario -> (status, Mistral error type, message, Mistral numeric code)
@@ -59,6 +68,13 @@ _ERRORS: dict[str, tuple[int, str, str, str]] = {
     "overloaded": (503, "service_unavailable", "Service unavailable", "3505"),
 }
 CHAT_ROUTE = "/v1/chat/completions"
+#: tool_attack: the tools it goes for, best first, with the arguments each gets. vibe 3.0.2:
+#: ``bash`` {command, timeout_seconds}, ``read_file`` {path}, ``run_typescript`` {code} (its
+#: ``tools.file_system.bash`` is the same shell); gemini/qwen-style names for other CLIs.
+ATTACK_TOOLS: tuple[str, ...] = ("bash", "run_shell_command", "exec_command", "read_file",
+                                 "run_typescript")
+TOOL_RESULT_PREFIX = "TOOL RESULT: "
+NO_TOOL_ANSWER = "No tool to attack with."
 BOOTSTRAP_ROUTE = "/v1/connectors/bootstrap"
 
 
@@ -76,6 +92,9 @@ class Scenario:
     error_type: str = "invalid_request_error"  # error: Mistral error type
     message: str = "mock error"  # error: message (also overrides the built-in errors' text)
     times: int | None = None  # serve this scenario to the next N requests, then "success"
+    command: str = "id"  # tool_attack: the shell command a shell tool is called with
+    path: str = "/etc/hostname"  # tool_attack: the file a file-reading tool is called with
+    tools: tuple[str, ...] = ATTACK_TOOLS  # tool_attack: the tools to go for, best first
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -96,6 +115,11 @@ class Scenario:
             raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.status, int) or not 100 <= self.status <= 599:
             raise ValueError("status must be an HTTP status code")
+        if not isinstance(self.command, str) or not isinstance(self.path, str):
+            raise ValueError("command and path must be strings")
+        if isinstance(self.tools, str) or not all(t in ATTACK_TOOLS for t in self.tools):
+            raise ValueError(f"tools must be a list of names from {list(ATTACK_TOOLS)}")
+        object.__setattr__(self, "tools", tuple(self.tools))
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -111,6 +135,7 @@ class Scenario:
     def as_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["deltas"] = list(self.deltas)
+        data["tools"] = list(self.tools)
         return data
 
 class MockMistral(RequestLog[Scenario]):
@@ -146,6 +171,44 @@ def _error_payload(error_type: str, message: str, code: str | None) -> dict[str,
 def _usage() -> dict[str, int]:
     return {"prompt_tokens": INPUT_TOKENS, "completion_tokens": OUTPUT_TOKENS,
             "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS}
+
+
+def _attack_call(scenario: Scenario, payload: dict[str, Any]) -> tuple[str, str] | None:
+    """tool_attack: ``(tool name, JSON arguments)`` for the best offered tool, or None."""
+    offered = set()
+    for tool in payload.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        if isinstance(function, dict) and isinstance(function.get("name"), str):
+            offered.add(function["name"])
+    shell = json.dumps(scenario.command)
+    arguments = {
+        "bash": {"command": scenario.command, "timeout_seconds": 10},
+        "run_shell_command": {"command": scenario.command},
+        "exec_command": {"cmd": scenario.command},
+        "read_file": {"path": scenario.path},
+        "run_typescript": {"code": "async function main() { return await "
+                                   f"tools.file_system.bash({{command: {shell}}}); }}"},
+    }
+    for name in scenario.tools:
+        if name in offered:
+            return name, json.dumps(arguments[name])
+    return None
+
+
+def _tool_results(payload: dict[str, Any]) -> list[str]:
+    """The text of every ``role: "tool"`` message after the last user message."""
+    messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    results = []
+    for message in messages[last_user + 1:]:
+        if message.get("role") != "tool":
+            continue
+        content = message.get("content")
+        if isinstance(content, list):
+            content = "".join(part.get("text", "") if isinstance(part, dict) else str(part)
+                              for part in content)
+        results.append(content if isinstance(content, str) else json.dumps(content))
+    return results
 
 
 class _Server:
@@ -203,7 +266,7 @@ class _Server:
             elif name == "hang":
                 await trio.sleep_forever()
             elif payload.get("stream") is True:
-                await self._stream(ex, scenario, record, payload["model"])
+                await self._stream(ex, scenario, record, payload)
             else:
                 await self._whole(ex, scenario, record, payload["model"])
 
@@ -212,7 +275,8 @@ class _Server:
         return ex.complete and not eof
 
     async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
-                      model: str) -> None:
+                      payload: dict[str, Any]) -> None:
+        model = payload["model"]
         record["status"] = 200
         completion_id = f"cmpl-mock{record['n']:06d}"
         created = int(time.time())
@@ -238,6 +302,21 @@ class _Server:
             for i in chunks:
                 await trio.sleep(scenario.interval)
                 await chunk({"content": f" chunk{i}"})
+        elif scenario.name == "tool_attack":
+            results = _tool_results(payload)
+            call = None if results else _attack_call(scenario, payload)
+            record["tool_attack"] = call[0] if call else None
+            if call is not None:
+                name, arguments = call
+                await chunk({"tool_calls": [{
+                    "id": f"call{record['n']:06d}", "type": "function", "index": 0,
+                    "function": {"name": name, "arguments": arguments}}]})
+                await chunk({"content": ""}, "tool_calls", _usage())
+                await ex.send_sse("[DONE]")
+                await ex.send(h11.EndOfMessage())
+                return
+            text = (TOOL_RESULT_PREFIX + "\n".join(results)) if results else NO_TOOL_ANSWER
+            await chunk({"content": text})
         else:
             for text in scenario.deltas:
                 await trio.sleep(scenario.delay)

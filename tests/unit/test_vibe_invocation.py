@@ -1,5 +1,5 @@
 """The vibe argv/stdin/env: exact argv, no client text on argv, system text at the head of the
-prompt, the model and a per-spawn VIBE_HOME in the env, images refused."""
+prompt, the model, a per-spawn VIBE_HOME and every tool off in the env, images refused."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import pytest
 
 from olp.actors import CapabilityMissing, CliAdapter
 from olp.actors.vibe import VibeAdapter
+from olp.actors.vibe._invocation import TOOLS_OFF_ENV
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
 
 BASE = Path("/tmp/olp-job-x")
@@ -43,7 +44,8 @@ def test_adapter_satisfies_the_protocol() -> None:
 def test_argv_is_exact_and_prompt_goes_on_stdin() -> None:
     argv, stdin, env = invoke(request(msg("user", USER_TEXT)), extra_args=("--max-turns", "1"))
     assert argv == ["/opt/vibe/bin/vibe", "-p", "--output", "streaming",
-                    "--output-dir", str(WORKDIR / "out"), "--max-turns", "1"]
+                    "--output-dir", str(WORKDIR / "out"), "--disabled-tools", "*",
+                    "--max-turns", "1"]
     assert stdin == USER_TEXT
 
 
@@ -54,7 +56,30 @@ def test_model_and_vibe_home_are_in_the_spawn_env() -> None:
     # vibe falls back silently to its default for an alias it does not know: define it
     assert json.loads(env["VIBE_MODELS"]) == [
         {"alias": "devstral-2-25-12", "name": "devstral-2-25-12", "provider": "mistral"}]
-    assert set(env) == {"VIBE_HOME", "VIBE_ACTIVE_MODEL", "VIBE_MODELS"}
+    assert set(env) == {"VIBE_HOME", "VIBE_ACTIVE_MODEL", "VIBE_MODELS", *TOOLS_OFF_ENV}
+
+
+def test_every_tool_is_off_in_the_spawn_env() -> None:
+    """vibe as a model, not an agent: every tool out of the catalogue (so the runtime denies
+    its builtins), no subagents, processes, MCP servers, connectors, bypass or git context."""
+    _, _, env = invoke(request(msg("user", "hi")))
+    assert json.loads(env["VIBE_DISABLED_TOOLS"]) == ["*"]
+    assert json.loads(env["VIBE_DISABLED_SKILLS"]) == ["*"]
+    for name in ("VIBE_ENABLE_SUBAGENTS", "VIBE_ENABLE_BACKGROUND_PROCESSES", "VIBE_ENABLE_MCP",
+                 "VIBE_ENABLE_CONNECTORS", "VIBE_BYPASS_TOOL_PERMISSIONS",
+                 "VIBE_EXPERIMENTAL_ENABLE_REGISTRY_SKILLS", "VIBE_INCLUDE_PROJECT_CONTEXT"):
+        assert env[name] == "false", name
+    # off, vibe refuses to start for an owner whose config picks the auto-approve agent
+    assert "VIBE_ENABLE_AUTO_APPROVE" not in env
+
+
+def test_extra_args_cannot_displace_the_tool_settings() -> None:
+    """The owner's extra_args come after OLP's ``--disabled-tools *`` (a list vibe
+    concatenates across layers, so a later flag adds to it) and leave the env alone."""
+    argv, _, env = invoke(request(msg("user", "hi")),
+                          extra_args=("--enabled-tools", "bash", "--yolo"))
+    assert argv[-5:] == ["--disabled-tools", "*", "--enabled-tools", "bash", "--yolo"]
+    assert {k: env[k] for k in TOOLS_OFF_ENV} == TOOLS_OFF_ENV
 
 
 def test_system_text_heads_the_prompt() -> None:

@@ -19,6 +19,40 @@ Verified against the real vibe 3.0.2 (``tests/realcli/test_proxy_real_vibe.py``)
   ``workdir.parent / "home"``): vibe writes logs, history and a trust store there.
 * ``--output-dir <workdir>/out``: vibe writes ``export.json`` (usage, error code) there on every
   exit; the parser reads it when the process has ended.
+
+vibe is used as a model, never as an agent (:data:`TOOLS_OFF_ENV`, in the spawn env). Read in
+vibe 3.0.2's source and checked against the real binary and the loopback mock
+(``tests/realcli/test_security_real_vibe.py``, ``tests/fixtures/security/vibe-tools-*.json``):
+
+* vibe's config is layered (defaults < model catalog < experiments < ``$VIBE_HOME/config.toml``
+  < trusted project ``.vibe/config.toml`` < ``VIBE_*`` env < CLI overrides < agent profile <
+  org admin). ``disabled_tools`` merges by *concatenation* in every layer, so no config file,
+  agent profile or ``home_files`` entry can take ``"*"`` back out; the invocation's env also
+  wins over the provider's ``env``. It is on argv too (``--disabled-tools *``, the CLI
+  overrides layer): vibe loads ``$VIBE_HOME/.env`` into its environment, and a lowercase
+  ``vibe_disabled_tools=[]`` there would shadow the env value (pydantic-settings matches names
+  case-insensitively; tested). Every vibe tool, MCP and connector tool leaves the catalogue:
+  ``todo``, ``unified_harness_scratchpad`` are no longer offered.
+* The Unified Harness runtime offers ``read_file``, ``write_file``, ``edit``, ``bash``,
+  ``skill``, ``run_typescript`` and ``search_tool_functions`` whatever the config says (no
+  setting turns its file-system, shell, programmatic or skill features off). With their vibe
+  tools disabled the runtime gives each builtin the mode ``deny``, which also holds under
+  ``--yolo``/auto-approve: a call comes back ``tool_denied`` ("denied by approval policy")
+  before it runs. ``run_typescript`` is a bare V8 isolate (no ``process``/``require``,
+  ``fetch`` throws) whose ``tools.*`` calls meet the same gate.
+* Subagents and background processes off remove ``wait`` and those namespaces; MCP off starts
+  no MCP server; connectors off skips the connector bootstrap request; the permission bypass
+  off; project context off (no ``git`` run in the working directory and its parents); registry
+  and user/project skills off (the bundled plugin's skills stay listed; ``skill`` is denied).
+  ``enable_auto_approve`` stays on: off, vibe refuses to start (exit 2) for an owner whose
+  config picks the ``auto-approve`` agent, and ``deny`` holds under auto-approve anyway.
+* vibe still looks outside ``VIBE_HOME`` (``strace -f -e trace=%file`` of a real run):
+  ``.vibe/config.toml`` and ``.git`` in the working directory and every parent up to ``/``
+  (a project config applies only when trusted, and the trust store is the per-spawn
+  ``VIBE_HOME``'s), the working directory's ``AGENTS.md``, ``.vibe/``, ``.agents/``,
+  ``$HOME/.agents/skills`` (``HOME`` is the per-spawn home), ``/usr/bin/node``, runs
+  ``/usr/bin/file`` on its Python (``/etc/magic``); per its source, with no key in the env,
+  the system keyring. No setting switches these off; the OS sandbox confines them.
 """
 
 from __future__ import annotations
@@ -35,6 +69,21 @@ from olp.ir import ChatRequest, ImagePart
 OUTPUT_DIR: Final = "out"
 EXPORT_FILE: Final = "export.json"
 VIBE_PROVIDER: Final = "mistral"
+#: Every tool off (see the module docstring). Values are what vibe's env layer parses:
+#: JSON lists, ``true``/``false``.
+TOOLS_OFF_ENV: Final[dict[str, str]] = {
+    "VIBE_DISABLED_TOOLS": '["*"]',
+    "VIBE_DISABLED_SKILLS": '["*"]',
+    "VIBE_ENABLE_SUBAGENTS": "false",
+    "VIBE_ENABLE_BACKGROUND_PROCESSES": "false",
+    "VIBE_ENABLE_MCP": "false",
+    "VIBE_ENABLE_CONNECTORS": "false",
+    "VIBE_BYPASS_TOOL_PERMISSIONS": "false",
+    "VIBE_EXPERIMENTAL_ENABLE_REGISTRY_SKILLS": "false",
+    "VIBE_INCLUDE_PROJECT_CONTEXT": "false",
+}
+#: ``disabled_tools`` again in the CLI overrides layer, which no ``.env`` entry reaches.
+DISABLED_TOOLS_ARGS: Final = ("--disabled-tools", "*")
 
 
 def spawn_home(workdir: Path) -> Path:
@@ -57,8 +106,9 @@ def model_env(model: str) -> dict[str, str]:
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
-    """``vibe -p --output streaming --output-dir <workdir>/out [extra_args]``, the whole
-    conversation (system text first) on stdin, the model and ``VIBE_HOME`` in the env.
+    """``vibe -p --output streaming --output-dir <workdir>/out --disabled-tools * [extra_args]``,
+    the whole conversation (system text first) on stdin, the model, ``VIBE_HOME`` and
+    :data:`TOOLS_OFF_ENV` in the env.
 
     ``response_format`` json_object/json_schema becomes an instruction at the head of the
     prompt. Raises :class:`CapabilityMissing` ``("images")`` when a message carries an image
@@ -71,6 +121,6 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     if instruction is not None:
         prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     argv = [binary, "-p", "--output", "streaming", "--output-dir", str(workdir / OUTPUT_DIR),
-            *extra_args]
-    env = {"VIBE_HOME": str(spawn_home(workdir) / ".vibe"), **model_env(model)}
+            *DISABLED_TOOLS_ARGS, *extra_args]
+    env = {"VIBE_HOME": str(spawn_home(workdir) / ".vibe"), **model_env(model), **TOOLS_OFF_ENV}
     return Invocation(argv=argv, stdin=prompt.encode("utf-8"), env=env)
