@@ -235,3 +235,16 @@ async def test_kill_9_of_the_proxy_takes_every_confined_cli_with_it(tmp_path: Pa
                 assert len(spawned) >= 3  # bwrap, the sandbox's init, the fake, its grandchild
                 proxy.process.kill()
             assert await wait_until(lambda: not any(alive(p) for p in spawned), within=10.0)
+
+
+async def test_only_allow_listed_etc_entries_are_visible(job_dir: Path) -> None:
+    """Managed CLI settings (``/etc/claude-code``, ``/etc/codex``), ``/etc/shadow`` and every
+    other ``/etc`` entry outside the allow-list do not exist inside, whatever the host has."""
+    from olp.actors._sandbox import ETC_ALLOW
+
+    with trio.fail_after(20):
+        code, out, _ = await run_confined("ls -A /etc", job_dir)
+    assert code == 0
+    visible = set(out.split())
+    assert visible and visible <= set(ETC_ALLOW)
+    assert {"shadow", "claude-code", "codex"}.isdisjoint(visible)
