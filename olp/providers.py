@@ -147,8 +147,9 @@ def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
             report.problems.append("bubblewrap (bwrap) not found: spawns cannot be confined")
             report.fixes.append(BWRAP_HINT.format(name=name))
             return None
+        # Never a root that holds the owner's home, OLP's home or the spawns' job directories.
         roots = install_roots(binary, path_env=environ.get("PATH"),
-                              forbidden=(real_home, settings.home))
+                              forbidden=(real_home, settings.home, Path(tempfile.gettempdir())))
         sandbox = Sandbox(bwrap, read_only=(*roots, *map(Path, provider.sandbox_read_only)))
         report.sandbox = "bubblewrap"
     else:
