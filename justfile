@@ -21,7 +21,7 @@ lint:
 
 # Parsers, codecs, store, and MockClock tests of actors, engine and app (no real I/O timing)
 unit:
-    {{py}} -m pytest -q tests/unit tests/actors tests/engine tests/http
+    {{py}} -m pytest -q tests/unit
 
 # Real sockets and real subprocesses, with fake CLIs replaying recorded transcripts
 integration:

@@ -4,7 +4,7 @@
                                [--clients per-worker|shared] [--write docs/benchmarks.md]
 
 Starts ``python -m olp start`` (temporary ``OLP_HOME``, port 0, loopback only) with
-``providers.anthropic.binary`` = ``tests/fakes/fake_claude.py``, sends one request (a miss:
+``providers.anthropic.binary`` = ``tests/support/fakes/fake_claude.py``, sends one request (a miss:
 the fake runs once) so the answer is cached, and captures one non-streaming and one streaming
 hit. The cache key ignores ``stream``, so that one entry answers both modes. Then it starts
 ``python -m bench.bare_app`` with those captured bodies and headers and checks that the bare
@@ -69,7 +69,7 @@ from bench._common import (
     wait_listening,
 )
 
-FAKE_CLAUDE = REPO / "tests" / "fakes" / "fake_claude.py"
+FAKE_CLAUDE = REPO / "tests" / "support" / "fakes" / "fake_claude.py"
 MODEL = "claude-sonnet-4-6"
 CANNED = "Hello from the mock upstream."  # what the fake claude answers
 PATH = "/v1/chat/completions"

@@ -2,7 +2,7 @@
 
     python -m bench.passthrough [--requests N] [--concurrency C] [--write docs/benchmarks.md]
 
-Starts three mock OpenAI-compatible upstreams (``tests/mock_openai_upstream``, in a child
+Starts three mock OpenAI-compatible upstreams (``tests/support/mock_openai_upstream``, in a child
 process of their own): ``up`` answers (4 deltas, no delay), ``down`` answers 503 and
 ``down-nr`` answers 503 with ``Retry-After: 60``. Then ``python -m olp start`` (temporary
 ``OLP_HOME``, port 0, loopback only, cache off, circuits that never open) with three chains:
@@ -104,7 +104,7 @@ LABELS: dict[TargetName, str] = {
 
 def serve_mocks() -> None:
     """Serve the three mocks until SIGTERM; print their base URLs as one JSON line first."""
-    sys.path.insert(0, str(REPO / "tests"))
+    sys.path.insert(0, str(REPO / "tests" / "support"))
     mock: Any = importlib.import_module("mock_openai_upstream")
 
     async def run() -> None:
@@ -403,7 +403,7 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "",
         "What OLP adds in front of an OpenAI-compatible HTTP upstream, and what one failed hop "
         "costs, next to the same requests sent straight to the upstream. The upstream is the "
-        "loopback mock `tests/mock_openai_upstream` (h11 on Trio; 4 deltas, no artificial "
+        "loopback mock `tests/support/mock_openai_upstream` (h11 on Trio; 4 deltas, no artificial "
         "delay), so the upstream's own time is about as small as it gets and the differences "
         "are OLP's. Measured with:",
         "",

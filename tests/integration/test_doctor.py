@@ -8,7 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from olp_harness import FAKE_CLAUDE
+from olp_harness import FAKE_CLAUDE, REPO
+
+FIXTURES = REPO / "tests" / "fixtures"
 
 
 def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/bin:/bin",
@@ -32,7 +34,9 @@ def test_reports_missing_binaries_with_the_fix(tmp_path: Path) -> None:
 
 def test_missing_credentials_then_a_probe_through_the_fake(tmp_path: Path) -> None:
     base = {"providers": {"enabled": {"openai": False, "mistral": False},
-                          "anthropic": {"binary": str(FAKE_CLAUDE)}}}
+                          "anthropic": {"binary": str(FAKE_CLAUDE),
+                                        # the transcripts the fake replays, inside the sandbox
+                                        "sandbox_read_only": [str(FIXTURES)]}}}
     done = doctor(tmp_path / "a", base, path=os.environ["PATH"])
     assert done.returncode == 1 and "credentials: missing" in done.stdout
     assert "ANTHROPIC_API_KEY" in done.stdout  # the fix names what to set

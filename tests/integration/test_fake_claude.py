@@ -1,4 +1,5 @@
-"""The fake `claude` executable (tests/fakes/fake_claude.py) does what the proxy's tests rely on.
+"""The fake `claude` executable (tests/support/fakes/fake_claude.py) does what the proxy's tests
+rely on.
 
 Real subprocesses, each bounded by a timeout; every spawned process group is killed at teardown.
 """
@@ -22,7 +23,7 @@ import pytest
 
 pytestmark = pytest.mark.integration
 
-FAKE = Path(__file__).resolve().parent.parent / "fakes" / "fake_claude.py"
+FAKE = Path(__file__).resolve().parents[1] / "support" / "fakes" / "fake_claude.py"
 TRANSCRIPTS = (
     Path(__file__).resolve().parent.parent / "fixtures" / "cli-reference" / "claude" / "transcripts"
 )

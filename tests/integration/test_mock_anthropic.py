@@ -23,7 +23,7 @@ from mock_anthropic import DEFAULT_DELTAS, MockAnthropic, Scenario, serve_mock
 pytestmark = pytest.mark.integration
 
 GUARD_S = 20
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 BODY = {
     "model": "claude-sonnet-4-6",
     "max_tokens": 100,

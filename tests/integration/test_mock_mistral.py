@@ -23,7 +23,7 @@ from mock_mistral import DEFAULT_DELTAS, MockMistral, Scenario, serve_mock
 pytestmark = pytest.mark.integration
 
 GUARD_S = 20
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 CHAT = "/v1/chat/completions"
 BOOTSTRAP = ("/v1/connectors/bootstrap?include_auth_actionable_connectors=true"
              "&builtin_connectors=web_search&supports_mcp=true")

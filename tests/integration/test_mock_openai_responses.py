@@ -23,7 +23,7 @@ from mock_openai_responses import DEFAULT_DELTAS, MockResponses, Scenario, serve
 pytestmark = pytest.mark.integration
 
 GUARD_S = 20
-TESTS_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 BODY = {
     "model": "gpt-mock",
     "stream": True,

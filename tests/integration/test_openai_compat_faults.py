@@ -17,6 +17,7 @@ import pytest
 import trio
 import trio.testing
 from mock_openai_upstream import DEFAULT_DELTAS, PROMPT_TOKENS, MockOpenAI, serve_mock
+from sample_requests import user_says
 
 from olp.actors import ProviderActor, Timeouts, codes
 from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
@@ -25,12 +26,10 @@ from olp.ir import (
     ChatRequest,
     Error,
     Event,
-    Message,
     Retrying,
     Start,
     Stop,
     TextDelta,
-    TextPart,
     ToolCallDelta,
     ToolSpec,
     Usage,
@@ -40,7 +39,7 @@ pytestmark = pytest.mark.integration
 
 GUARD_S = 10
 KEY = "sk-test-not-a-real-key"
-REQ = ChatRequest(model="alias", messages=(Message(role="user", content=(TextPart(text="hi"),)),))
+REQ = user_says("hi", model="alias")
 MODEL = "gpt-mock"
 SERVED = f"{MODEL}-2025-01-01"
 ANSWER = [TextDelta(text=t) for t in DEFAULT_DELTAS]

@@ -21,7 +21,7 @@ from olp.actors.codex._invocation import BASE_ARGS
 
 pytestmark = pytest.mark.integration
 
-FAKE_CODEX = REPO / "tests" / "fakes" / "fake_codex.py"
+FAKE_CODEX = REPO / "tests" / "support" / "fakes" / "fake_codex.py"
 MESSAGES: list[Any] = [{"role": "system", "content": "Be terse."},
                        {"role": "user", "content": "Say hello in four words."}]
 ANSWER = "Hello from the mock upstream."

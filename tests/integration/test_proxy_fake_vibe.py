@@ -1,5 +1,5 @@
 """``olp start`` over a real socket with the ``mistral`` provider and a fake ``vibe`` that replays
-the real CLI's transcripts (tests/fakes/fake_vibe.py). The official ``openai`` SDK is the
+the real CLI's transcripts (tests/support/fakes/fake_vibe.py). The official ``openai`` SDK is the
 client. Real clock; every test has a hang guard.
 """
 
@@ -16,7 +16,7 @@ from olp_harness import REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
 pytestmark = pytest.mark.integration
 
-FAKE_VIBE = REPO / "tests" / "fakes" / "fake_vibe.py"
+FAKE_VIBE = REPO / "tests" / "support" / "fakes" / "fake_vibe.py"
 ANSWER = "Hello from the mock upstream."
 MODEL = "devstral-2-25-12"  # the registry's model behind the alias "devstral"
 MESSAGES: list[Any] = [{"role": "system", "content": "Be terse."},

@@ -1,5 +1,6 @@
 """The real ``claude`` CLI (pinned, from npm) through ``olp start``, against the loopback mock
-Anthropic Messages API in ``tests/mock_anthropic``, driven by the official ``openai`` SDK."""
+Anthropic Messages API in ``tests/support/mock_anthropic``, driven by the official ``openai``
+SDK."""
 
 from __future__ import annotations
 

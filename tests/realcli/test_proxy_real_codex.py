@@ -1,5 +1,6 @@
 """The real ``codex`` CLI (pinned, from npm) through ``olp start``, against the loopback mock
-OpenAI Responses API in ``tests/mock_openai_responses``, driven by the official ``openai`` SDK.
+OpenAI Responses API in ``tests/support/mock_openai_responses``, driven by the official
+``openai`` SDK.
 
 codex is pointed at the mock by the provider's ``home_files`` (a ``.codex/config.toml`` with a
 ``model_provider`` whose ``base_url`` is the mock) and its key by the provider's ``env``; its

@@ -1,6 +1,6 @@
 """The real ``vibe`` CLI (PyPI ``mistral-vibe`` 3.0.2, installed by ``scripts/install-vibe``)
-through ``olp start``, against the loopback mock Mistral API in ``tests/mock_mistral``, driven
-by the official ``openai`` SDK.
+through ``olp start``, against the loopback mock Mistral API in ``tests/support/mock_mistral``,
+driven by the official ``openai`` SDK.
 
 Needs ``OLP_REAL_VIBE``; without it the tests skip on a developer's machine and fail in CI.
 vibe takes ~5 s to start, so each test runs as few CLIs as it can. vibe's own retry budget is

@@ -4,8 +4,8 @@
 whichever the request offers, then echoes the tool result, so a leak would reach both the
 upstream and the client).
 
-The bait (``tests/tool_bait.py``) is a secret file in the proxy user's HOME and a marker path
-that must never be written. What OLP's argv keeps away, and how that was verified, is in
+The bait (``tests/support/tool_bait.py``) is a secret file in the proxy user's HOME and a
+marker path that must never be written. What OLP's argv keeps away, and how that was verified, is in
 ``olp/actors/anthropic/_invocation.py``; the OS sandbox is ``olp/actors/_sandbox.py``.
 """
 

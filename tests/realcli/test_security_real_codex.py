@@ -3,8 +3,8 @@
 (scenario ``tool_attack``: it calls whatever shell/file tool the request offers with the bait's
 command, then echoes the tool output, so a leak would reach both the upstream and the client).
 
-The bait (``tests/tool_bait.py``) is a secret file in the proxy user's HOME and a marker path
-that must never be written.
+The bait (``tests/support/tool_bait.py``) is a secret file in the proxy user's HOME and a
+marker path that must never be written.
 """
 
 from __future__ import annotations

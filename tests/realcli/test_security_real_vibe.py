@@ -3,8 +3,8 @@
 ``tool_attack``: it calls the shell or file tool the request offers with the bait's command,
 then echoes the tool result, so a leak would reach both the upstream and the client).
 
-The bait (``tests/tool_bait.py``) is a secret file in the proxy user's HOME and a marker path
-that must never be written. vibe 3.0.2 always offers its runtime's builtins (``bash``,
+The bait (``tests/support/tool_bait.py``) is a secret file in the proxy user's HOME and a
+marker path that must never be written. vibe 3.0.2 always offers its runtime's builtins (``bash``,
 ``read_file``, ...; see ``olp/actors/vibe/_invocation.py``): OLP's spawn env takes every tool
 out of vibe's catalogue so each call is denied before it runs, and the OS sandbox is the second
 wall. Each test runs one vibe (~5 s).

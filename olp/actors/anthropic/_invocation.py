@@ -3,7 +3,8 @@
 claude is used as a *model*, never as an agent on the host. Besides ``--tools ""`` (no
 built-in tool offered upstream), :data:`LOCKDOWN_ARGS` keeps every other source of tools,
 commands and instructions away from the spawn. Verified with claude 2.1.332 against the loopback
-mock (``tests/mock_anthropic``), files planted in the per-spawn home and in a parent directory
+mock (``tests/support/mock_anthropic``), files
+planted in the per-spawn home and in a parent directory
 of the workdir (OLP's workdir is ``/tmp/olp-job-*/work``, so ``/tmp`` — writable by every local
 user — is a parent), ``strace -f -e trace=%file`` of the run, and a managed-settings directory
 put in place in a private mount namespace:

@@ -13,12 +13,13 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from sample_requests import user_says
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, JsonLinesAdapter, Line, event_line
 from olp.cache import Singleflight
 from olp.engine import Engine, HealthBook, Hop, Ledger, RequestContext, Router, Sources
-from olp.ir import ChatRequest, Event, Message, Stop, TextDelta, TextPart, Usage
+from olp.ir import Event, Stop, TextDelta, Usage
 
 
 class MemoryCache:
@@ -35,7 +36,7 @@ class MemoryCache:
         self.entries[(namespace, key)] = list(events)
         return True
 
-REQ = ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text="q"),)),))
+REQ = user_says("q", model="m")
 ANSWER = [Line(1, event_line(TextDelta(text="Hel"))), Line(1, event_line(TextDelta(text="lo"))),
           Line(0, event_line(Usage(prompt_tokens=3, completion_tokens=2))), Exit(0, 0)]
 ALICE, BOB = RequestContext("1"), RequestContext("2")

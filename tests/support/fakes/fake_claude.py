@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A fake ``claude`` executable that replays the real CLI's recorded stream-json output.
 
-Stdlib only, so it runs under any python3. See tests/fakes/README.md for the contract; in short:
+Stdlib only, so it runs under any python3. See tests/support/README.md for the contract; in short:
 
   argv     the real CLI's (``-p --output-format stream-json --verbose
            --include-partial-messages --tools "" --strict-mcp-config --setting-sources ""
@@ -35,6 +35,9 @@ import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+#: The recorded CLI transcripts this fake replays (tests/fixtures/cli-reference/<cli>).
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference"
 
 
 def _die_on_signal(code: int) -> Any:
@@ -124,7 +127,7 @@ class Fake:
         override = os.environ.get("FAKE_CLAUDE_TRANSCRIPTS_DIR")
         if override:
             return Path(override)
-        base = Path(__file__).resolve().parent.parent / "fixtures" / "cli-reference" / "claude"
+        base = FIXTURES / "claude"
         return base / "transcripts" if (base / "transcripts").is_dir() else base
 
     def load(self, case: str) -> tuple[list[dict[str, Any]], str, int]:

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 import pytest
 import trio
 import trio.testing
+from sample_requests import user_says
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, SpawnError, Ticket, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, Hang, JsonLinesAdapter, Line, Step, event_line
-from olp.ir import ChatRequest, Error, Event, Message, Start, Stop, TextDelta, TextPart
+from olp.ir import Error, Event, Start, Stop, TextDelta
 
-REQ = ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text="hi"),)),))
+REQ = user_says("hi", model="m")
 TIMEOUTS = Timeouts(first_output_s=10, idle_s=5, total_s=30)
 
 

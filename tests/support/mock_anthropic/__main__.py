@@ -1,4 +1,5 @@
-"""``python -m mock_anthropic``: run the mock as a process (cwd ``tests/`` or PYTHONPATH=tests).
+"""``python -m mock_anthropic``: run the mock as a process (cwd ``tests/support/``
+or PYTHONPATH=tests/support).
 
 Prints ``LISTENING http://HOST:PORT`` (flushed) once bound; serves until SIGTERM or SIGINT,
 then exits 0.

@@ -44,6 +44,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+#: The recorded CLI transcripts this fake replays (tests/fixtures/cli-reference/<cli>).
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference"
+
 VERSION = "3.0.2"
 DEFAULT_MODEL = "mistral-vibe-cli-latest"
 DEFAULT_ALIAS = "mistral-medium-3.5"
@@ -131,8 +134,7 @@ class Fake:
         override = os.environ.get("FAKE_VIBE_TRANSCRIPTS_DIR")
         if override:
             return Path(override)
-        return (Path(__file__).resolve().parent.parent / "fixtures" / "cli-reference" / "vibe"
-                / "transcripts")
+        return FIXTURES / "vibe" / "transcripts"
 
     def load(self, case: str) -> tuple[list[dict[str, Any]], str, int, dict[str, Any] | None]:
         folder = self.transcript_dir()

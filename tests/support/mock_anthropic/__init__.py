@@ -7,7 +7,7 @@ In-process (trio)::
     mock.set_scenario("rate_limit", retry_after=1)
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "claude-sonnet-4-6"
 
-As a process: ``PYTHONPATH=tests python -m mock_anthropic --port 0 --scenario success``
+As a process: ``PYTHONPATH=tests/support python -m mock_anthropic --port 0 --scenario success``
 prints ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;
 ``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
 ``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.

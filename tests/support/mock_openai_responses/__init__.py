@@ -8,12 +8,12 @@ In-process (trio)::
     mock.set_scenario("rate_limit", retry_after=1)
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "gpt-mock"
 
-As a process: ``PYTHONPATH=tests python -m mock_openai_responses --port 0`` prints
+As a process: ``PYTHONPATH=tests/support python -m mock_openai_responses --port 0`` prints
 ``LISTENING http://127.0.0.1:PORT/v1`` once bound and serves until SIGTERM/SIGINT;
 ``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
 ``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. Scenarios and options are
 in ``_server.py``; records and the control API are those of ``mock_anthropic``
-(``tests/fakes/README.md``).
+(``tests/support/README.md``).
 """
 
 from ._server import (

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A fake ``codex`` executable that replays the real CLI's recorded ``exec --json`` output.
 
-Stdlib only, so it runs under any python3. It mirrors fake_claude.py (tests/fakes/README.md);
+Stdlib only, so it runs under any python3. It mirrors fake_claude.py (tests/support/README.md);
 its contract, in short:
 
   argv     ``exec --json --skip-git-repo-check --ephemeral --sandbox read-only -m M
@@ -37,6 +37,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+#: The recorded CLI transcripts this fake replays (tests/fixtures/cli-reference/<cli>).
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference"
+
 # like the real CLI: killed by the signal itself (exit status -15 / shell 143), nothing printed
 signal.signal(signal.SIGTERM, signal.SIG_DFL)
 signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -51,7 +54,7 @@ TRANSCRIPTS = {
     "overloaded": "overloaded_503.json",
 }
 # built from success.json; usage_limit carries the real CLI's message for a ChatGPT plan's
-# usage limit (captured against tests/mock_openai_responses, scenario usage_limit)
+# usage limit (captured against tests/support/mock_openai_responses, scenario usage_limit)
 SYNTHETIC = {"usage_limit", "slow", "hang", "crash_mid_answer", "garbage"}
 USAGE_LIMIT_MESSAGE = (
     "You\u2019ve hit your usage limit. Upgrade to Pro (https://chatgpt.com/explore/pro), visit "
@@ -145,7 +148,7 @@ class Fake:
         override = os.environ.get("FAKE_CODEX_TRANSCRIPTS_DIR")
         if override:
             return Path(override)
-        base = Path(__file__).resolve().parent.parent / "fixtures" / "cli-reference" / "codex"
+        base = FIXTURES / "codex"
         return base / "transcripts" if (base / "transcripts").is_dir() else base
 
     def load(self, case: str) -> tuple[list[dict[str, Any]], str, int]:

@@ -12,6 +12,7 @@ from functools import partial
 import pytest
 import trio
 import trio.testing
+from sample_requests import user_says
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, JsonLinesAdapter, Line, Step, event_line
@@ -24,15 +25,12 @@ from olp.cache import (
     Singleflight,
 )
 from olp.ir import (
-    ChatRequest,
     Error,
     Event,
     EventSource,
-    Message,
     Start,
     Stop,
     TextDelta,
-    TextPart,
     is_terminal,
 )
 
@@ -516,7 +514,7 @@ def test_max_buffer_must_be_positive() -> None:
 
 # --- with a real provider actor: only the source holds a slot ---------------------------------
 
-REQ = ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text="hi"),)),))
+REQ = user_says("hi", model="m")
 
 
 @pytest.fixture

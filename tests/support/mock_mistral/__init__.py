@@ -7,7 +7,7 @@ In-process (trio)::
     mock.set_scenario("rate_limit", retry_after=1)
     assert mock.chat_requests()[0]["body"]["model"] == "mistral-vibe-cli-latest"
 
-As a process: ``PYTHONPATH=tests python -m mock_mistral --port 0 --scenario success`` prints
+As a process: ``PYTHONPATH=tests/support python -m mock_mistral --port 0 --scenario success`` prints
 ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;
 ``POST /_mock/scenario {"scenario": "slow", "interval": 0.5}`` switches scenario and
 ``{"scenario": "tool_attack", "command": ..., "path": ...}`` makes it call an offered shell

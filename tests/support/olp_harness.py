@@ -22,8 +22,8 @@ import httpx
 import openai
 import trio
 
-REPO = Path(__file__).resolve().parents[1]
-FAKES = REPO / "tests" / "fakes"
+REPO = Path(__file__).resolve().parents[2]
+FAKES = REPO / "tests" / "support" / "fakes"
 FAKE_CLAUDE = FAKES / "fake_claude.py"
 OWNER_TOKEN = "olp_test_owner_token_0123456789"
 T = TypeVar("T")
@@ -80,7 +80,7 @@ async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] |
                     ) -> AsyncIterator[Proxy]:
     """Start ``olp start`` with ``config`` as its config.json; stop it with SIGTERM after.
 
-    Providers that run one of the fake CLIs in ``tests/fakes`` are unconfined unless the
+    Providers that run one of the fake CLIs in ``tests/support/fakes`` are unconfined unless the
     config says otherwise: the fakes keep pid files, argv records and hold files in the
     test's temporary directory, which a sandboxed spawn cannot see (and a pid written inside
     the sandbox's PID namespace means nothing outside it). The sandbox itself is tested in
@@ -166,12 +166,15 @@ def descendants(pid: int) -> set[int]:
 
 
 def unconfined_fakes(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` with ``sandbox: false`` added to each provider block running a fake CLI."""
+    """``config`` with ``sandbox: false`` added to each provider block running a fake CLI, and,
+    where a test keeps the sandbox on, the recorded transcripts the fake replays made visible
+    in it (they live outside the fake's installation root, ``tests/support``)."""
     providers = config.get("providers", {})
     for block in providers.values():
-        if (isinstance(block, dict) and "sandbox" not in block
-                and str(block.get("binary", "")).startswith(str(FAKES))):
-            block["sandbox"] = False
+        if isinstance(block, dict) and str(block.get("binary", "")).startswith(str(FAKES)):
+            block.setdefault("sandbox", False)
+            if block["sandbox"] and "sandbox_read_only" not in block:
+                block["sandbox_read_only"] = [str(REPO / "tests" / "fixtures")]
     return config
 
 

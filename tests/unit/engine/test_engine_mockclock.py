@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from sample_requests import user_says
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, Hang, JsonLinesAdapter, Line, Step, event_line
@@ -26,16 +27,14 @@ from olp.engine import (
 from olp.ir import (
     ChatRequest,
     Error,
-    Message,
     Retrying,
     Stop,
     TextDelta,
-    TextPart,
     ToolSpec,
     Usage,
 )
 
-REQ = ChatRequest(model="chain", messages=(Message(role="user", content=(TextPart(text="q"),)),))
+REQ = user_says("q", model="chain")
 OK = [Line(0.5, event_line(TextDelta(text="hi"))), Exit(0.5, 0)]
 
 

@@ -1,5 +1,5 @@
-"""``python -m mock_openai_responses``: the mock as a process (cwd ``tests/`` or
-PYTHONPATH=tests).
+"""``python -m mock_openai_responses``: the mock as a process (cwd ``tests/support/`` or
+PYTHONPATH=tests/support).
 
 Prints ``LISTENING http://HOST:PORT/v1`` (flushed) once bound; serves until SIGTERM or SIGINT,
 then exits 0.
