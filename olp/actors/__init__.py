@@ -1,6 +1,6 @@
 """Provider actors: each owns its spawn limiter and the nursery its CLI processes run in."""
 
-from . import _codes as codes
+
 from ._actor import ActorStatistics as ActorStatistics
 from ._actor import JobRunner as JobRunner
 from ._actor import ProviderActor as ProviderActor
@@ -11,7 +11,7 @@ from ._adapter import Invocation as Invocation
 from ._adapter import LineParser as LineParser
 from ._cli_runner import CliConfig as CliConfig
 from ._cli_runner import CliRunner as CliRunner
-from ._cli_runner import Timeouts as Timeouts
+from ._deadline import Timeouts as Timeouts
 from ._lines import LineReader as LineReader
 from ._lines import LineTooLong as LineTooLong
 from ._process import CliProcess as CliProcess
@@ -24,4 +24,4 @@ from ._sandbox import Sandbox as Sandbox
 from ._sandbox import find_bwrap as find_bwrap
 from ._sandbox import install_roots as install_roots
 
-__all__ = ["codes"]
+

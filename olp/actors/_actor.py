@@ -14,9 +14,8 @@ from typing import Protocol
 
 import trio
 
+from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, is_terminal
-
-from . import _codes as codes
 
 log = logging.getLogger("olp.actors")
 
@@ -120,7 +119,7 @@ class ProviderActor:
             except trio.WouldBlock:
                 self._jobs_refused += 1
                 await _send_quietly(job, Error(
-                    code=codes.CONCURRENCY_LIMIT, category="unavailable",
+                    code=Code.CONCURRENCY_LIMIT, category="unavailable",
                     message=f"{self.name} is running its maximum of "
                             f"{int(self.limiter.total_tokens)} jobs"))
                 return
@@ -147,10 +146,10 @@ class ProviderActor:
             await self.runner.run(job.request, job.model, emit)
         except Exception as exc:  # the per-job boundary: one job's bug never kills the actor
             log.exception("job failed", extra={"provider": self.name})
-            await emit(Error(code="INTERNAL_ERROR", category="unknown",
+            await emit(Error(code=Code.INTERNAL_ERROR, category="unknown",
                              message=f"{type(exc).__name__} in the {self.name} provider"))
         if not ended:
-            await emit(Error(code=codes.PROTOCOL_ERROR, category="unknown",
+            await emit(Error(code=Code.PROTOCOL_ERROR, category="unknown",
                              message=f"the {self.name} provider ended without an answer"))
 
 

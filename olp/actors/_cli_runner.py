@@ -12,10 +12,11 @@ from pathlib import Path
 
 import trio
 
+from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, is_content, is_terminal
 
-from . import _codes as codes
 from ._adapter import CapabilityMissing, CliAdapter, Invocation
+from ._deadline import Timeouts
 from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
 from ._sandbox import Sandbox
@@ -24,19 +25,6 @@ Emit = Callable[[Event], Awaitable[None]]
 
 #: Variables copied from the proxy's own environment into every CLI's (nothing else is).
 _BASE_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """The proxy's own deadlines for one hop (the CLIs' own are minutes long or absent).
-
-    ``first_output_s`` counts to the first *content* event, ``idle_s`` is the longest silence
-    after content, ``total_s`` bounds the whole job.
-    """
-
-    first_output_s: float = 60.0
-    idle_s: float = 120.0
-    total_s: float = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +91,7 @@ class CliRunner:
                 request, binary=self.config.binary, model=model, workdir=workdir,
                 extra_args=self.config.extra_args)
         except CapabilityMissing as exc:
-            return Error(code="CAPABILITY", category="client_error", message=str(exc),
+            return Error(code=Code.CAPABILITY, category="client_error", message=str(exc),
                          status=400)
         base_env = self.environment(home)
         links = self.adapter.home_links(base_env, self.config.real_home)
@@ -129,7 +117,7 @@ class CliRunner:
                         try:
                             line = await proc.receive_line()
                         except LineTooLong as exc:
-                            return Error(code=codes.OUTPUT_TOO_LONG, category="unknown",
+                            return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
                                          message=str(exc))
                         if line is None:
                             returncode = await proc.wait()
@@ -148,20 +136,20 @@ class CliRunner:
                         continue
                     return _timeout_error(deadline, total_deadline, content_seen, timeouts)
         except SpawnError as exc:
-            code = codes.CLI_NOT_FOUND if exc.not_found else codes.SPAWN_FAILED
+            code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
             return Error(code=code, category="unavailable", message=str(exc))
 
 
 def _timeout_error(deadline: float, total_deadline: float, content_seen: bool,
                    timeouts: Timeouts) -> Error:
     if deadline >= total_deadline:
-        code = codes.TOTAL_TIMEOUT
+        code = Code.TOTAL_TIMEOUT
         message = f"the CLI gave no complete answer within {timeouts.total_s:g} s"
     elif content_seen:
-        code = codes.IDLE_TIMEOUT
+        code = Code.IDLE_TIMEOUT
         message = f"the CLI went silent for {timeouts.idle_s:g} s mid-answer"
     else:
-        code = codes.FIRST_OUTPUT_TIMEOUT
+        code = Code.FIRST_OUTPUT_TIMEOUT
         message = f"the CLI produced no output within {timeouts.first_output_s:g} s"
     return Error(code=code, category="unavailable", message=message)
 

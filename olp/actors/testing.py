@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, Stop
 from olp.ir._events import EVENT_DECODER, EVENT_ENCODER
 
@@ -171,7 +172,7 @@ class _JsonLinesParser:
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         if returncode == 0:
             return Stop()
-        return Error(code="CLI_FAILED", category="unknown", message=f"exit {returncode}")
+        return Error(code=Code.CLI_FAILED, category="unknown", message=f"exit {returncode}")
 
 
 def event_line(event: Event) -> bytes:

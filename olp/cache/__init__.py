@@ -17,11 +17,6 @@ from ._key import KEY_VERSION as KEY_VERSION
 from ._key import cache_key as cache_key
 from ._key import has_cache_control_markers as has_cache_control_markers
 from ._replay import ReplaySource as ReplaySource
-from ._singleflight import CANCELLED as CANCELLED
-from ._singleflight import CLIENT_TOO_SLOW as CLIENT_TOO_SLOW
-from ._singleflight import INTERNAL_ERROR as INTERNAL_ERROR
-from ._singleflight import JOB_LOST as JOB_LOST
-from ._singleflight import SOURCE_FAILED as SOURCE_FAILED
 from ._singleflight import OnComplete as OnComplete
 from ._singleflight import Singleflight as Singleflight
 from ._singleflight import SingleflightStatistics as SingleflightStatistics

@@ -32,19 +32,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final
 
 import trio
 
+from olp.failures import Code
 from olp.ir import Error, Event, EventSource, Stop, is_terminal
 
 log = logging.getLogger("olp.cache")
 
-CLIENT_TOO_SLOW: Final = "CLIENT_TOO_SLOW"
-SOURCE_FAILED: Final = "SOURCE_FAILED"
-JOB_LOST: Final = "JOB_LOST"
-INTERNAL_ERROR: Final = "INTERNAL_ERROR"
-CANCELLED: Final = "CANCELLED"
 
 #: ``on_complete(events)``: awaited once per flight whose answer is complete. Bind what it
 #: needs when the flight is opened (``functools.partial(store.put, namespace, key, provider)``),
@@ -219,7 +214,7 @@ class Singleflight:
             return
         for subscription in [s for s in flight.subscribers if s.backlog > self.max_buffer]:
             subscription._drop(Error(
-                code=CLIENT_TOO_SLOW, category="unknown",
+                code=Code.CLIENT_TOO_SLOW, category="unknown",
                 message=f"the client fell more than {self.max_buffer} events behind"))
             flight.subscribers.discard(subscription)
             self._dropped += 1
@@ -240,7 +235,7 @@ class Singleflight:
                     log.exception("singleflight on_complete failed")
         finally:
             if not flight.ended:  # cancelled from outside: nobody may wait forever
-                flight.publish(Error(code=CANCELLED, category="unavailable",
+                flight.publish(Error(code=Code.CANCELLED, category="unavailable",
                                      message="the proxy is shutting down"))
             self._forget(flight)
 
@@ -249,7 +244,7 @@ class Singleflight:
             source = await flight.start()
         except Exception as exc:
             log.warning("could not start a singleflight source", exc_info=True)
-            self._publish(flight, Error(code=SOURCE_FAILED, category="unavailable",
+            self._publish(flight, Error(code=Code.SOURCE_FAILED, category="unavailable",
                                         message=f"could not start the job: {type(exc).__name__}"))
             return
         flight.source = source
@@ -260,14 +255,14 @@ class Singleflight:
                 try:
                     event = await source.receive()
                 except trio.EndOfChannel:
-                    event = Error(code=JOB_LOST, category="unknown",
+                    event = Error(code=Code.JOB_LOST, category="unknown",
                                   message="the job stopped without an answer")
                 self._publish(flight, event)
         except Exception:
             if flight.scope.cancel_called:  # nobody is listening any more
                 return
             log.exception("singleflight source failed")
-            self._publish(flight, Error(code=INTERNAL_ERROR, category="unknown",
+            self._publish(flight, Error(code=Code.INTERNAL_ERROR, category="unknown",
                                         message="the job's event stream failed"))
         finally:
             source.abandon()

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from olp.failures import Code
+
 from ._health import Skip
 
 FIVE_HOURS = 5 * 3600.0
@@ -76,20 +78,20 @@ class Ledger:
         if limits.daily_request_count_threshold is not None:
             today = sum(1 for t in times if _day(t) == _day(now))
             if today >= limits.daily_request_count_threshold:
-                return Skip("SOFT_TRIGGER", f"{provider}: {today} requests today reached "
+                return Skip(Code.SOFT_TRIGGER, f"{provider}: {today} requests today reached "
                             f"daily_request_count_threshold", _seconds_to_next_day(now))
         if (limits.five_hour_window_percent_threshold is not None
                 and limits.five_hour_window_budget_requests):
             recent = [t for t in times if t > now - FIVE_HOURS]
             used = 100.0 * len(recent) / limits.five_hour_window_budget_requests
             if used >= limits.five_hour_window_percent_threshold:
-                return Skip("SOFT_TRIGGER", f"{provider}: {used:.0f}% of the five-hour "
+                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the five-hour "
                             f"request budget used", recent[0] + FIVE_HOURS - now)
         if limits.credit_pool_percent_threshold is not None and limits.credit_pool_budget_tokens:
             used = 100.0 * self._tokens.get((provider, _month(now)), 0) \
                 / limits.credit_pool_budget_tokens
             if used >= limits.credit_pool_percent_threshold:
-                return Skip("SOFT_TRIGGER", f"{provider}: {used:.0f}% of the monthly token "
+                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the monthly token "
                             f"budget used", None)
         return None
 

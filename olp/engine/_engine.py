@@ -21,6 +21,7 @@ import msgspec
 import trio
 
 from olp.actors import ProviderActor
+from olp.failures import DEFAULT_CATEGORY, Code
 from olp.ir import (
     Category,
     ChatRequest,
@@ -121,7 +122,7 @@ class _Walk:
             return True
         self.stopped = True
         last = self.records[-1]
-        trigger: TriggerType = "auth_missing" if error.code == "AUTH_MISSING" else "non_trigger"
+        trigger: TriggerType = "auth_missing" if error.code == Code.AUTH_MISSING else "non_trigger"
         self.records[-1] = HopRecord(last.hop, last.provider, last.model, last.code,
                                      last.category, last.error_message, trigger,
                                      last.retry_after_s)
@@ -279,11 +280,11 @@ class Engine:
             before = after[0].context_window
             if before is not None and hop.context_window is not None \
                     and hop.context_window <= before:
-                return Skip("CONTEXT_WINDOW", f"{hop.name} has no larger context window "
+                return Skip(Code.CONTEXT_WINDOW, f"{hop.name} has no larger context window "
                             f"({hop.context_window} <= {before})", None)
         missing = missing_capabilities(hop, request)
         if missing and hop.unsupported == "skip":
-            return Skip("CAPABILITY", f"{hop.name} cannot take {', '.join(missing)}", None)
+            return Skip(Code.CAPABILITY, f"{hop.name} cannot take {', '.join(missing)}", None)
         return self.ledger.check(hop.provider) or self.health.check(hop.provider, hop.model)
 
     async def open(self, request: ChatRequest,
@@ -364,7 +365,7 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
         if (isinstance(event, Retrying) and not event.bounded
                 and event.category in STORM_CATEGORIES and walk.viable_next(event.category)):
             status = f" (HTTP {event.status})" if event.status else ""
-            return Error(code="RETRY_ABANDONED", category=event.category, status=event.status,
+            return Error(code=Code.RETRY_ABANDONED, category=event.category, status=event.status,
                          message=f"{hop.provider} was retrying on its own{status}; "
                                  "abandoned for the next hop")
         prelude.append(event)
@@ -414,13 +415,11 @@ def request_hash(request: ChatRequest) -> str:
     return hashlib.sha256(msgspec.json.encode(request)).hexdigest()[:16]
 
 
-def _skip_category(skip: Skip) -> str:
-    return {"COOLDOWN": "usage_window", "CIRCUIT_OPEN": "unavailable",
-            "SOFT_TRIGGER": "usage_window", "CONCURRENCY_LIMIT": "unavailable"}.get(
-        skip.code, "client_error" if skip.code == "CAPABILITY" else "context_length")
+def _skip_category(skip: Skip) -> Category:
+    return DEFAULT_CATEGORY[skip.code]
 
 
 def _lost(hop: Hop) -> Error:
-    return Error(code="JOB_LOST", category="unknown",
+    return Error(code=Code.JOB_LOST, category="unknown",
                  message=f"{hop.name} stopped without an answer")
 

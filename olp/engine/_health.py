@@ -4,7 +4,7 @@
   is model-scoped) until its reset, or ``usage_window_default_s`` when none is given, capped
   at ``usage_window_max_s``. ``billing`` rests it for ``billing_s``.
 - ``failures`` ``unavailable`` failures within ``window_s`` open the provider's circuit
-  (``CONCURRENCY_LIMIT`` never counts: a busy provider is healthy). After ``probe_after_s``
+  (``Code.CONCURRENCY_LIMIT`` never counts: a busy provider is healthy). After ``probe_after_s``
   one request is let through as a probe: success closes the circuit, failure re-opens it with
   the wait doubled, up to ``probe_max_s``.
 
@@ -20,9 +20,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from olp.failures import Code
 from olp.ir import Error
-
-CONCURRENCY_LIMIT = "CONCURRENCY_LIMIT"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +39,7 @@ class HealthPolicy:
 class Skip:
     """Why a hop is skipped, and for how much longer (``None``: unknown)."""
 
-    code: str  # COOLDOWN or CIRCUIT_OPEN
+    code: Code
     message: str
     retry_after_s: float | None
 
@@ -72,7 +71,7 @@ class HealthBook:
                 continue
             until, category, reason = entry
             if now < until:
-                return Skip("COOLDOWN", f"{provider} is resting after {category}: {reason}",
+                return Skip(Code.COOLDOWN, f"{provider} is resting after {category}: {reason}",
                             until - now)
             del self._cooldowns[key]
             self.version += 1
@@ -81,7 +80,7 @@ class HealthBook:
             return None
         if now < circuit.open_until or circuit.probing:
             remaining = max(0.0, circuit.open_until - now)
-            return Skip("CIRCUIT_OPEN", f"{provider} failed repeatedly; next probe in "
+            return Skip(Code.CIRCUIT_OPEN, f"{provider} failed repeatedly; next probe in "
                         f"{remaining:.0f} s", remaining or None)
         circuit.probing = True  # this request is the probe
         return None
@@ -99,7 +98,7 @@ class HealthBook:
         elif error.category == "billing":
             self._cooldowns[(provider, "")] = (now + p.billing_s, "billing", error.message[:120])
             self.version += 1
-        elif error.category == "unavailable" and error.code != CONCURRENCY_LIMIT:
+        elif error.category == "unavailable" and error.code != Code.CONCURRENCY_LIMIT:
             circuit = self._circuits.setdefault(provider, _Circuit())
             if circuit.probing:
                 circuit.probing = False

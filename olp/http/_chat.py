@@ -22,6 +22,7 @@ from olp.engine import (
     RequestContext,
     detail_header,
 )
+from olp.failures import Code
 from olp.ir import ChatRequest
 from olp.ir.openai import ChunkEncoder, CompletionBuilder, completion_id
 
@@ -77,7 +78,7 @@ def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiE
         hop, first = exc.first
         error = upstream_error(first, provider=hop.provider, model=hop.model)
         code = first.code
-    elif exc.skip_codes <= {"CAPABILITY", "CONTEXT_WINDOW"}:
+    elif exc.skip_codes <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
         hop = hops[0]
         what = "tools" if chat.tools else "this request"
         error = ApiError(400, f"No hop of `{chat.model}` can take {what}: "
@@ -92,7 +93,7 @@ def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiE
         error = ApiError(429, f"Every hop of `{chat.model}` is resting: "
                          + "; ".join(r.error_message for r in exc.records),
                          "rate_limit_error", "all_hops_cooling", headers=headers)
-        code = "ALL_HOPS_COOLING"
+        code = Code.ALL_HOPS_COOLING
     tried = exc.tried or [h.provider for h in hops]
     error.headers = {**error.headers,
                      "X-OLP-Requested-Model": chat.model,

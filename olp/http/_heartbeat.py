@@ -15,6 +15,7 @@ import time
 import trio
 
 from olp.engine import Answer, ChainFailed, Engine, RequestContext
+from olp.failures import Code
 from olp.ir import ChatRequest
 from olp.ir.openai import ChunkEncoder, completion_id
 
@@ -91,7 +92,7 @@ class HeartbeatBody:
                 answer = await self._opening.result()
             except ChainFailed as exc:
                 self._finished = True
-                self._on_end(exc.first[1].code if exc.first else "ALL_HOPS_SKIPPED")
+                self._on_end(exc.first[1].code if exc.first else Code.ALL_HOPS_COOLING)
                 first = exc.first
                 message = f"{first[0].provider}: {first[1].message}" if first else str(exc)
                 code = first[1].code.lower() if first else "all_hops_cooling"

@@ -19,9 +19,9 @@ import trio.testing
 from mock_openai_upstream import DEFAULT_DELTAS, PROMPT_TOKENS, MockOpenAI, serve_mock
 from sample_requests import user_says
 
-from olp.actors import ProviderActor, Timeouts, codes
+from olp.actors import ProviderActor, Timeouts
 from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
-from olp.actors.openai_compat import codes as http_codes
+from olp.failures import Code
 from olp.ir import (
     ChatRequest,
     Error,
@@ -179,7 +179,7 @@ async def test_clean_eof_without_finish_after_content_ended_early(upstream: Upst
         events = await upstream.run()
     assert only(events, TextDelta) == ANSWER
     error = error_of(events)
-    assert (error.code, error.category) == (http_codes.STREAM_ENDED_EARLY, "unavailable")
+    assert (error.code, error.category) == (Code.STREAM_ENDED_EARLY, "unavailable")
     assert "ended early" in error.message and upstream.mock.request_count == 1
 
 
@@ -256,7 +256,7 @@ async def test_connection_reset_persistent_is_unavailable(upstream: Upstream) ->
         events = await upstream.run()
     assert [type(e) for e in events] == [Retrying, Error]
     error = error_of(events)
-    assert (error.code, error.category) == (http_codes.CONNECTION_FAILED, "unavailable")
+    assert (error.code, error.category) == (Code.CONNECTION_FAILED, "unavailable")
     assert upstream.mock.request_count == 2
 
 
@@ -267,7 +267,7 @@ async def test_connection_refused_is_retried_once_then_unavailable(upstream: Ups
     with trio.fail_after(GUARD_S):
         events = await upstream.run(base_url=f"http://127.0.0.1:{port}/v1")
     assert [type(e) for e in events] == [Retrying, Error]
-    assert error_of(events).code == http_codes.CONNECTION_FAILED
+    assert error_of(events).code == Code.CONNECTION_FAILED
 
 
 # --- deadlines -----------------------------------------------------------------------------
@@ -279,7 +279,7 @@ async def test_no_response_at_all_is_a_first_byte_timeout(upstream: Upstream) ->
         events = await upstream.run()
         record = await upstream.mock.wait_for_outcome(1, "client_disconnected")
     error = error_of(events)
-    assert (error.code, error.category) == (http_codes.FIRST_BYTE_TIMEOUT, "unavailable")
+    assert (error.code, error.category) == (Code.FIRST_BYTE_TIMEOUT, "unavailable")
     assert len(events) == 1 and upstream.mock.request_count == 1
     assert record["status"] is None
 
@@ -292,7 +292,7 @@ async def test_slow_first_token_is_a_first_output_timeout(upstream: Upstream) ->
         await upstream.mock.wait_for_outcome(1, "client_disconnected")
     assert events[0] == Start(model=SERVED)
     error = error_of(events)
-    assert (error.code, error.category) == (codes.FIRST_OUTPUT_TIMEOUT, "unavailable")
+    assert (error.code, error.category) == (Code.FIRST_OUTPUT_TIMEOUT, "unavailable")
     assert upstream.mock.request_count == 1
 
 
@@ -311,7 +311,7 @@ async def test_stream_stalled_with_the_connection_open_is_an_idle_timeout(
         await upstream.mock.wait_for_outcome(1, "client_disconnected")
     assert only(events, TextDelta) == ANSWER[:2]
     error = error_of(events)
-    assert (error.code, error.category) == (codes.IDLE_TIMEOUT, "unavailable")
+    assert (error.code, error.category) == (Code.IDLE_TIMEOUT, "unavailable")
     assert upstream.mock.request_count == 1
 
 
@@ -322,7 +322,7 @@ async def test_slow_steady_stream_hits_the_total_deadline(upstream: Upstream) ->
                                                       total_s=0.8))
         await upstream.mock.wait_for_outcome(1, "client_disconnected")
     assert only(events, TextDelta)
-    assert error_of(events).code == codes.TOTAL_TIMEOUT
+    assert error_of(events).code == Code.TOTAL_TIMEOUT
 
 
 # --- failures after content are terminal -----------------------------------------------------
@@ -334,7 +334,7 @@ async def test_stream_cut_mid_answer_is_not_retried(upstream: Upstream) -> None:
         events = await upstream.run()
     assert events[:3] == [Start(model=SERVED), *ANSWER[:2]]
     error = error_of(events)
-    assert (error.code, error.category) == (http_codes.STREAM_ENDED_EARLY, "unavailable")
+    assert (error.code, error.category) == (Code.STREAM_ENDED_EARLY, "unavailable")
     assert not only(events, Retrying) and upstream.mock.request_count == 1
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from olp.actors.openai_compat import RetryPolicy, plan_retry
-from olp.actors.openai_compat import codes as http_codes
 from olp.actors.openai_compat._retry import retry_kind
+from olp.failures import Code
 from olp.ir import Category, Error
 
 POLICY = RetryPolicy(random=lambda: 0.5)
@@ -26,10 +26,10 @@ def err(category: Category, code: str = "C", status: int | None = None,
     (err("unavailable", "UPSTREAM_5XX", 503, 4.0), "server"),
     (err("unavailable", "UPSTREAM_5XX", 503, 9.0), None),
     (err("unavailable", "UPSTREAM_5XX", 529), None),
-    (err("unavailable", http_codes.CONNECTION_FAILED), "connection"),
-    (err("unavailable", http_codes.CONNECT_TIMEOUT), None),
-    (err("unavailable", http_codes.FIRST_BYTE_TIMEOUT), None),
-    (err("unavailable", http_codes.STREAM_ENDED_EARLY), None),
+    (err("unavailable", Code.CONNECTION_FAILED), "connection"),
+    (err("unavailable", Code.CONNECT_TIMEOUT), None),
+    (err("unavailable", Code.FIRST_BYTE_TIMEOUT), None),
+    (err("unavailable", Code.STREAM_ENDED_EARLY), None),
     (err("rate_limited", "RATE_LIMITED", 429, 2.0), "rate_limit"),
     (err("rate_limited", "RATE_LIMITED", 429, 5.0), "rate_limit"),
     (err("rate_limited", "RATE_LIMITED", 429, 5.1), None),

@@ -37,22 +37,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from typing import Final
 from zoneinfo import ZoneInfo
 
-from olp.actors._codes import AUTH_MISSING
+from olp.failures import Code
 from olp.ir import Category, Error
-
-RATE_LIMITED: Final = "RATE_LIMITED"
-USAGE_WINDOW: Final = "USAGE_WINDOW"
-BILLING: Final = "BILLING"
-UPSTREAM_AUTH: Final = "UPSTREAM_AUTH"
-UPSTREAM_5XX: Final = "UPSTREAM_5XX"
-UPSTREAM_UNAVAILABLE: Final = "UPSTREAM_UNAVAILABLE"
-OVERLOADED: Final = "OVERLOADED"
-CONNECTION_FAILED: Final = "CONNECTION_FAILED"
-UPSTREAM_TIMEOUT: Final = "UPSTREAM_TIMEOUT"
-CONTEXT_LENGTH: Final = "CONTEXT_LENGTH"
-UPSTREAM_CLIENT_ERROR: Final = "UPSTREAM_CLIENT_ERROR"
-UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
-STREAM_ABANDONED: Final = "STREAM_ABANDONED"
 
 MESSAGE_LIMIT: Final = 300
 
@@ -110,34 +96,34 @@ def classify(failure: Failure, *, now: float | None = None) -> Error:
                      retry_after_s=retry_after_s)
 
     if "not logged in" in t:
-        return err(AUTH_MISSING, "auth")
+        return err(Code.AUTH_MISSING, "auth")
     if _has(t, _STRONG_BILLING) or status == 402 or aerr == "billing_error":
-        return err(BILLING, "billing")
+        return err(Code.BILLING, "billing")
     if _has(t, _USAGE_WINDOW) or ("limit" in t and _RESETS_WITH_LIMIT.search(t)):
-        return err(USAGE_WINDOW, "usage_window", parse_reset(failure.text, now=now))
+        return err(Code.USAGE_WINDOW, "usage_window", parse_reset(failure.text, now=now))
     if _has(t, _WEAK_BILLING):
-        return err(BILLING, "billing")
+        return err(Code.BILLING, "billing")
     if (status in (401, 403) or etype in ("authentication_error", "permission_error")
             or aerr == "authentication_failed" or _has(t, _AUTH_TEXT)):
-        return err(UPSTREAM_AUTH, "auth")
+        return err(Code.UPSTREAM_AUTH, "auth")
     if status == 429 or etype == "rate_limit_error" or aerr == "rate_limit":
-        return err(RATE_LIMITED, "rate_limited")
+        return err(Code.RATE_LIMITED, "rate_limited")
     if _has(t, _CONTEXT):
-        return err(CONTEXT_LENGTH, "context_length")
+        return err(Code.CONTEXT_LENGTH, "context_length")
     if apierr == "connection_failed":
-        return err(CONNECTION_FAILED, "unavailable")
+        return err(Code.CONNECTION_FAILED, "unavailable")
     if "timed out" in t or "timeout" in apierr:
-        return err(UPSTREAM_TIMEOUT, "unavailable")
+        return err(Code.UPSTREAM_TIMEOUT, "unavailable")
     if status == 529 or etype == "overloaded_error":
-        return err(OVERLOADED, "unavailable")
+        return err(Code.OVERLOADED, "unavailable")
     if (status is not None and status >= 500) or etype == "api_error":
-        return err(UPSTREAM_5XX, "unavailable")
+        return err(Code.UPSTREAM_5XX, "unavailable")
     if aerr == "server_error":
-        return err(UPSTREAM_UNAVAILABLE, "unavailable")
+        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
     if (status in (400, 404, 413, 422) or etype in _CLIENT_TYPES
             or aerr == "invalid_request" or _has(t, _POLICY)):
-        return err(UPSTREAM_CLIENT_ERROR, "client_error")
-    return err(UPSTREAM_ERROR, "unknown")
+        return err(Code.UPSTREAM_CLIENT_ERROR, "client_error")
+    return err(Code.UPSTREAM_ERROR, "unknown")
 
 
 def retry_category(error: str | None, status: int | None) -> Category:

@@ -34,11 +34,11 @@ from typing import Any, Final, TypeVar
 
 import msgspec
 
-from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
 from olp.actors._exit import describe_exit, stderr_excerpt
+from olp.failures import Code
 from olp.ir import Error, Event, FinishReason, Retrying, Start, Stop, TextDelta, Usage
 
-from ._classify import STREAM_ABANDONED, Failure, classify, retry_category
+from ._classify import Failure, classify, retry_category
 
 STDERR_LIMIT: Final = 200
 
@@ -176,14 +176,14 @@ class AnthropicParser:
         if self._finish_reason is None and self._api_error is not None and returncode != 0:
             return self._classify(None)  # killed between the error message and its result
         if returncode == 0:
-            return Error(code=PROTOCOL_ERROR, category="unknown",
+            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
                          message="claude exited with code 0 without a result line")
         after = " after a complete answer" if self._finish_reason is not None else ""
         message = f"claude {describe_exit(returncode)}{after}"
         excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
         if excerpt:
             message = f"{message}; stderr: {excerpt}"
-        return Error(code=CLI_FAILED, category="unknown", message=message)
+        return Error(code=Code.CLI_FAILED, category="unknown", message=message)
 
     def _retry(self, line: _ApiRetry) -> Retrying:
         delay = None if line.retry_delay_ms is None else line.retry_delay_ms / 1000
@@ -209,7 +209,7 @@ class AnthropicParser:
         if event.type == "message_stop" and line.abandoned_blocks is not None:
             if self._emitted_text:
                 self._terminal = Error(
-                    code=STREAM_ABANDONED, category="unavailable",
+                    code=Code.STREAM_ABANDONED, category="unavailable",
                     message="claude abandoned a stalled stream after text was sent and would "
                             "answer again from the start")
                 return (self._terminal,)

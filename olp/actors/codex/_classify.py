@@ -42,20 +42,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from typing import Any, Final
 
-from olp.actors._codes import AUTH_MISSING
+from olp.failures import Code
 from olp.ir import Category, Error
-
-RATE_LIMITED: Final = "RATE_LIMITED"
-USAGE_WINDOW: Final = "USAGE_WINDOW"
-BILLING: Final = "BILLING"
-UPSTREAM_AUTH: Final = "UPSTREAM_AUTH"
-UPSTREAM_5XX: Final = "UPSTREAM_5XX"
-OVERLOADED: Final = "OVERLOADED"
-CONNECTION_FAILED: Final = "CONNECTION_FAILED"
-UPSTREAM_TIMEOUT: Final = "UPSTREAM_TIMEOUT"
-CONTEXT_LENGTH: Final = "CONTEXT_LENGTH"
-UPSTREAM_CLIENT_ERROR: Final = "UPSTREAM_CLIENT_ERROR"
-UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
 
 MESSAGE_LIMIT: Final = 300
 
@@ -154,28 +142,28 @@ def category_of(failure: Failure) -> tuple[str, Category]:
     """The (code, category) of a failure (rules in the module docstring)."""
     t, status = failure.text, failure.status
     if _has(t, _AUTH_MISSING):
-        return AUTH_MISSING, "auth"
+        return Code.AUTH_MISSING, "auth"
     if _has(t, _USAGE_WINDOW):
-        return USAGE_WINDOW, "usage_window"
+        return Code.USAGE_WINDOW, "usage_window"
     if _has(t, _BILLING) or status == 402:
-        return BILLING, "billing"
+        return Code.BILLING, "billing"
     if status == 401 or _has(t, _AUTH):
-        return UPSTREAM_AUTH, "auth"
+        return Code.UPSTREAM_AUTH, "auth"
     if status == 429 or _has(t, _RATE):
-        return RATE_LIMITED, "rate_limited"
+        return Code.RATE_LIMITED, "rate_limited"
     if _has(t, _CONTEXT):
-        return CONTEXT_LENGTH, "context_length"
+        return Code.CONTEXT_LENGTH, "context_length"
     if _has(t, _CONNECTION):
-        return CONNECTION_FAILED, "unavailable"
+        return Code.CONNECTION_FAILED, "unavailable"
     if _has(t, _TIMEOUT) or status in (408, 504):
-        return UPSTREAM_TIMEOUT, "unavailable"
+        return Code.UPSTREAM_TIMEOUT, "unavailable"
     if status in (503, 529) or _has(t, _OVERLOADED):
-        return OVERLOADED, "unavailable"
+        return Code.OVERLOADED, "unavailable"
     if (status is not None and status >= 500) or _has(t, _SERVER):
-        return UPSTREAM_5XX, "unavailable"
+        return Code.UPSTREAM_5XX, "unavailable"
     if (status is not None and 400 <= status < 500) or _has(t, _CLIENT):
-        return UPSTREAM_CLIENT_ERROR, "client_error"
-    return UPSTREAM_ERROR, "unknown"
+        return Code.UPSTREAM_CLIENT_ERROR, "client_error"
+    return Code.UPSTREAM_ERROR, "unknown"
 
 
 def classify(message: str, *, now: float | None = None, tz: tzinfo | None = None) -> Error:

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.actors._codes import AUTH_MISSING
+from olp.failures import Code
 from olp.ir import Error
 
 AUTH_IN_HOME: Final = ".codex/auth.json"
@@ -96,4 +96,4 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
     if path.is_file():
         message = ("the Codex auth file holds no login (no tokens.access_token or "
                    "OPENAI_API_KEY): run `codex login` again")
-    return Error(code=AUTH_MISSING, category="auth", message=message)
+    return Error(code=Code.AUTH_MISSING, category="auth", message=message)

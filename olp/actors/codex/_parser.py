@@ -39,8 +39,8 @@ from typing import Final
 
 import msgspec
 
-from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
 from olp.actors._exit import describe_exit, stderr_excerpt
+from olp.failures import Code
 from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage
 
 from ._classify import classify, parse_reconnect
@@ -138,14 +138,14 @@ class CodexParser:
         if not self._completed and self._last_error is not None and returncode != 0:
             return self._classify(self._last_error)  # killed between `error` and turn.failed
         if returncode == 0:
-            return Error(code=PROTOCOL_ERROR, category="unknown",
+            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
                          message="codex exited with code 0 without a turn.completed line")
         after = " after a complete answer" if self._completed else ""
         message = f"codex {describe_exit(returncode)}{after}"
         excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT, drop=NOTICES)
         if excerpt:
             message = f"{message}; stderr: {excerpt}"
-        return Error(code=CLI_FAILED, category="unknown", message=message)
+        return Error(code=Code.CLI_FAILED, category="unknown", message=message)
 
     def _item(self, line: _ItemLine) -> Sequence[Event]:
         item = line.item

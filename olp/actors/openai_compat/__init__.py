@@ -7,7 +7,6 @@ long to wait for it, :class:`RetryPolicy` which failures are retried on the same
 
 from __future__ import annotations
 
-from . import _codes as codes
 from ._chunks import ChunkReader as ChunkReader
 from ._classify import UpstreamError as UpstreamError
 from ._classify import classify as classify
@@ -25,4 +24,3 @@ from ._sse import SSEDecoder as SSEDecoder
 from ._sse import SSEEvent as SSEEvent
 from ._sse import SSETooLarge as SSETooLarge
 
-__all__ = ["codes"]

@@ -44,9 +44,8 @@ from typing import Any, Final
 
 import msgspec
 
+from olp.failures import Code
 from olp.ir import Category, Error
-
-from . import _codes as codes
 
 MESSAGE_LIMIT: Final = 300
 
@@ -175,30 +174,30 @@ def classify(error: UpstreamError, *, headers: Mapping[str, str] | None = None,
 
     if ids & _BILLING_CODES or status == 402 or (
             (in_stream or status in (403, 429)) and _has(text, _BILLING_TEXT)):
-        return err(codes.BILLING, "billing")
+        return err(Code.BILLING, "billing")
     if (in_stream or status == 429) and (ids & _WINDOW_CODES or _has(text, _WINDOW_TEXT)):
-        return err(codes.USAGE_WINDOW, "usage_window", reset())
+        return err(Code.USAGE_WINDOW, "usage_window", reset())
     if status == 403 and (ids & _POLICY_CODES or _has(text, _POLICY_TEXT)):
-        return err(codes.CONTENT_POLICY, "client_error")
+        return err(Code.CONTENT_POLICY, "client_error")
     if status in (401, 403) or (in_stream and ids & _AUTH_TYPES):
-        return err(codes.UPSTREAM_AUTH, "auth")
+        return err(Code.UPSTREAM_AUTH, "auth")
     if status == 429 or (in_stream and ids & _RATE_TYPES):
-        return err(codes.RATE_LIMITED, "rate_limited", reset())
+        return err(Code.RATE_LIMITED, "rate_limited", reset())
     client_side = in_stream or status in (400, 413, 422)
     if client_side and (ids & _CONTEXT_CODES or _has(text, _CONTEXT_TEXT)):
-        return err(codes.CONTEXT_LENGTH, "context_length")
+        return err(Code.CONTEXT_LENGTH, "context_length")
     if (in_stream or status in (400, 422)) and (ids & _POLICY_CODES or _has(text, _POLICY_TEXT)):
-        return err(codes.CONTENT_POLICY, "client_error")
+        return err(Code.CONTENT_POLICY, "client_error")
     if status in (408, 504):
-        return err(codes.UPSTREAM_TIMEOUT, "unavailable")
+        return err(Code.UPSTREAM_TIMEOUT, "unavailable")
     if status is not None and status >= 500:  # a Retry-After on a 503 is honoured too
-        return err(codes.UPSTREAM_5XX, "unavailable", _header_retry_after(headers or {}, error,
+        return err(Code.UPSTREAM_5XX, "unavailable", _header_retry_after(headers or {}, error,
                                                                           now))
     if in_stream and ids & _SERVER_TYPES:
-        return err(codes.UPSTREAM_UNAVAILABLE, "unavailable")
+        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
     if status in _CLIENT_STATUSES:
-        return err(codes.UPSTREAM_CLIENT_ERROR, "client_error")
-    return err(codes.UPSTREAM_ERROR, "unknown")
+        return err(Code.UPSTREAM_CLIENT_ERROR, "client_error")
+    return err(Code.UPSTREAM_ERROR, "unknown")
 
 
 def classify_stream_error(payload: Mapping[str, Any] | str, *, now: float,

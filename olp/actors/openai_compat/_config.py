@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from .._cli_runner import Timeouts
+from .._deadline import Timeouts
 from ._retry import RetryPolicy
 
 #: BRIEF §4 defaults for HTTP hops (mirrors ``olp.config``'s ``HTTP_TIMEOUTS``).

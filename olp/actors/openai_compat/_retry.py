@@ -22,9 +22,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from olp.failures import Code
 from olp.ir import Error
-
-from . import _codes as codes
 
 RetryKind = Literal["server", "connection", "rate_limit"]
 
@@ -58,7 +57,7 @@ NO_RETRIES = RetryPolicy(max_retries_500=0, max_retries_connection=0, max_retrie
 
 def retry_kind(error: Error, policy: RetryPolicy) -> RetryKind | None:
     """Which retry budget ``error`` may draw on, or ``None`` when it is never retried."""
-    if error.code == codes.CONNECTION_FAILED:
+    if error.code == Code.CONNECTION_FAILED:
         return "connection"
     if error.category == "unavailable" and error.status in policy.retry_statuses:
         too_long = error.retry_after_s is not None and \

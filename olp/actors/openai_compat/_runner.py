@@ -31,10 +31,9 @@ from typing import Final
 import httpx
 import trio
 
+from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
 
-from .. import _codes as actor_codes
-from . import _codes as codes
 from ._body import Body, OneShot
 from ._chunks import ChunkReader
 from ._classify import classify, classify_stream_error, cut, parse_error_body
@@ -68,7 +67,7 @@ class OpenAICompatRunner:
     def preflight(self) -> Error | None:
         """``AUTH_MISSING`` when a key was expected (``api_key_env``) but is not set."""
         if self.config.api_key_env and not (self.config.api_key or "").strip():
-            return Error(code=actor_codes.AUTH_MISSING, category="auth",
+            return Error(code=Code.AUTH_MISSING, category="auth",
                          message=f"{self.config.name}: no API key: set the environment "
                                  f"variable {self.config.api_key_env}")
         return None
@@ -182,7 +181,7 @@ class _Job:
         try:
             request = self.runner.build_request(self.body)
         except (httpx.HTTPError, ValueError):  # e.g. a key that is not valid in a header
-            return Error(code=codes.REQUEST_FAILED, category="unknown",
+            return Error(code=Code.REQUEST_FAILED, category="unknown",
                          message=f"{self.config.name}: the request could not be built "
                                  "(check the base URL, the API key and extra headers)")
         body: Body | None = None
@@ -253,7 +252,7 @@ class _Job:
                 try:
                     events = decoder.feed(data) if data is not None else decoder.close()
                 except SSETooLarge as exc:
-                    return Error(code=actor_codes.OUTPUT_TOO_LONG, category="unknown",
+                    return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
                                  message=str(exc))
                 for sse in events:
                     for event in reader.feed(sse):
@@ -304,19 +303,19 @@ class _Job:
             message = f"stream ended early: the upstream stopped mid-answer{why}"
         else:
             message = f"stream ended early: the upstream sent no answer{why}"
-        return Error(code=codes.STREAM_ENDED_EARLY, category="unavailable", message=message)
+        return Error(code=Code.STREAM_ENDED_EARLY, category="unavailable", message=message)
 
     def _timeout(self, deadline: float, *, headers: bool = False) -> Error:
         t = self.config.timeouts
         if deadline >= self.total_deadline:
-            code, message = actor_codes.TOTAL_TIMEOUT, f"no complete answer within {t.total_s:g} s"
+            code, message = Code.TOTAL_TIMEOUT, f"no complete answer within {t.total_s:g} s"
         elif self.content_seen:
-            code, message = actor_codes.IDLE_TIMEOUT, f"the stream went silent for {t.idle_s:g} s"
+            code, message = Code.IDLE_TIMEOUT, f"the stream went silent for {t.idle_s:g} s"
         elif headers and deadline < self.first_output_deadline:
-            code = codes.FIRST_BYTE_TIMEOUT
+            code = Code.FIRST_BYTE_TIMEOUT
             message = f"no response headers within {self.config.first_byte_s:g} s"
         else:
-            code = actor_codes.FIRST_OUTPUT_TIMEOUT
+            code = Code.FIRST_OUTPUT_TIMEOUT
             message = f"no output within {t.first_output_s:g} s"
         return Error(code=code, category="unavailable", message=f"{self.config.name}: {message}")
 
@@ -325,13 +324,13 @@ def _transport_error(exc: httpx.HTTPError) -> Error:
     """A failure before the response headers."""
     detail = cut(f"{type(exc).__name__}: {exc}", 200)
     if isinstance(exc, httpx.ConnectTimeout):
-        return Error(code=codes.CONNECT_TIMEOUT, category="unavailable",
+        return Error(code=Code.CONNECT_TIMEOUT, category="unavailable",
                      message=f"could not connect in time ({detail})")
     if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
                         httpx.RemoteProtocolError)):
-        return Error(code=codes.CONNECTION_FAILED, category="unavailable",
+        return Error(code=Code.CONNECTION_FAILED, category="unavailable",
                      message=f"connection failed before a response ({detail})")
     if isinstance(exc, httpx.TimeoutException):
-        return Error(code=codes.UPSTREAM_TIMEOUT, category="unavailable", message=detail)
-    return Error(code=codes.REQUEST_FAILED, category="unknown",
+        return Error(code=Code.UPSTREAM_TIMEOUT, category="unavailable", message=detail)
+    return Error(code=Code.REQUEST_FAILED, category="unknown",
                  message=f"the request could not be sent ({detail})")

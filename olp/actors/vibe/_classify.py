@@ -43,24 +43,9 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from olp.actors._codes import AUTH_MISSING
 from olp.actors.anthropic._classify import parse_reset
+from olp.failures import Code
 from olp.ir import Category, Error
-
-RATE_LIMITED: Final = "RATE_LIMITED"
-USAGE_WINDOW: Final = "USAGE_WINDOW"
-BILLING: Final = "BILLING"
-UPSTREAM_AUTH: Final = "UPSTREAM_AUTH"
-CONFIG_ERROR: Final = "CONFIG_ERROR"
-UPSTREAM_5XX: Final = "UPSTREAM_5XX"
-UPSTREAM_UNAVAILABLE: Final = "UPSTREAM_UNAVAILABLE"
-OVERLOADED: Final = "OVERLOADED"
-CONNECTION_FAILED: Final = "CONNECTION_FAILED"
-UPSTREAM_TIMEOUT: Final = "UPSTREAM_TIMEOUT"
-CLI_TERMINATED: Final = "CLI_TERMINATED"
-CONTEXT_LENGTH: Final = "CONTEXT_LENGTH"
-UPSTREAM_CLIENT_ERROR: Final = "UPSTREAM_CLIENT_ERROR"
-UPSTREAM_ERROR: Final = "UPSTREAM_ERROR"
 
 MESSAGE_LIMIT: Final = 300
 
@@ -121,45 +106,45 @@ def classify(failure: Failure, *, now: float | None = None) -> Error:
                      retry_after_s=retry_after_s)
 
     if _MISSING_KEY.search(t):
-        return err(AUTH_MISSING, "auth")
+        return err(Code.AUTH_MISSING, "auth")
     if _has(t, _BILLING) or status == 402:
         reset = parse_reset(failure.text, now=now)
         if reset is not None:
-            return err(USAGE_WINDOW, "usage_window", reset)
-        return err(BILLING, "billing")
+            return err(Code.USAGE_WINDOW, "usage_window", reset)
+        return err(Code.BILLING, "billing")
     if _has(t, _USAGE_WINDOW):
-        return err(USAGE_WINDOW, "usage_window", parse_reset(failure.text, now=now))
+        return err(Code.USAGE_WINDOW, "usage_window", parse_reset(failure.text, now=now))
     if code == "invalid_api_key" or status in (401, 403) or _has(t, _AUTH_TEXT):
-        return err(UPSTREAM_AUTH, "auth")
+        return err(Code.UPSTREAM_AUTH, "auth")
     if code == "rate_limit" or status == 429 or "rate limit" in t:
-        return err(RATE_LIMITED, "rate_limited")
+        return err(Code.RATE_LIMITED, "rate_limited")
     if code == "context_too_long" or _has(t, _CONTEXT):
-        return err(CONTEXT_LENGTH, "context_length")
+        return err(Code.CONTEXT_LENGTH, "context_length")
     if (code in _CLIENT_CODES or status in (400, 404, 413, 422) or "no prompt provided" in t
             or _has(t, _POLICY)):
         fallback = 404 if code == "invalid_model" else 400
-        return err(UPSTREAM_CLIENT_ERROR, "client_error", http_status=status or fallback)
+        return err(Code.UPSTREAM_CLIENT_ERROR, "client_error", http_status=status or fallback)
     if _has(t, _TIMEOUT):
-        return err(UPSTREAM_TIMEOUT, "unavailable")
+        return err(Code.UPSTREAM_TIMEOUT, "unavailable")
     if _has(t, _CONNECTION):
-        return err(CONNECTION_FAILED, "unavailable")
+        return err(Code.CONNECTION_FAILED, "unavailable")
     if status == 529 or "overloaded" in t:
-        return err(OVERLOADED, "unavailable")
+        return err(Code.OVERLOADED, "unavailable")
     if status is not None and status >= 500:
-        return err(UPSTREAM_5XX, "unavailable")
+        return err(Code.UPSTREAM_5XX, "unavailable")
     if code in _UNAVAILABLE_CODES:
-        return err(UPSTREAM_UNAVAILABLE, "unavailable")
+        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
     if outcome == "deadline":
-        return err(UPSTREAM_TIMEOUT, "unavailable")
+        return err(Code.UPSTREAM_TIMEOUT, "unavailable")
     if outcome == "terminated":
-        return err(CLI_TERMINATED, "unavailable")
+        return err(Code.CLI_TERMINATED, "unavailable")
     if outcome == "aborted" or failure.exit_code == 4:
-        return err(UPSTREAM_UNAVAILABLE, "unavailable")
+        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
     if failure.exit_code == 1 or outcome in ("config_error", "usage_error"):
-        return err(CONFIG_ERROR, "auth")
+        return err(Code.CONFIG_ERROR, "auth")
     if failure.exit_code == 2 or outcome == "infrastructure_failure":
-        return err(UPSTREAM_UNAVAILABLE, "unavailable")
-    return err(UPSTREAM_ERROR, "unknown")
+        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
+    return err(Code.UPSTREAM_ERROR, "unknown")
 
 
 def _fallback_message(failure: Failure) -> str:

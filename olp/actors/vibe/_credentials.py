@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.actors._codes import AUTH_MISSING
+from olp.failures import Code
 from olp.ir import Error
 
 KEY_VAR: Final = "MISTRAL_API_KEY"
@@ -105,4 +105,4 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
     Empty variables do not count."""
     if env.get(KEY_VAR) or has_key(env_file(env, home)):
         return None
-    return Error(code=AUTH_MISSING, category="auth", message=MISSING_MESSAGE)
+    return Error(code=Code.AUTH_MISSING, category="auth", message=MISSING_MESSAGE)

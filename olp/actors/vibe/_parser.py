@@ -37,8 +37,8 @@ from typing import Final
 
 import msgspec
 
-from olp.actors._codes import CLI_FAILED, PROTOCOL_ERROR
 from olp.actors._exit import describe_exit, mask_secrets, stderr_excerpt
+from olp.failures import Code
 from olp.ir import Error, Event, Stop, TextDelta, Usage
 
 from ._classify import Failure, classify
@@ -170,7 +170,7 @@ class VibeParser:
         if returncode == 0:
             if self._emitted_text:
                 return Stop(finish_reason="stop")
-            return Error(code=PROTOCOL_ERROR, category="unknown",
+            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
                          message="vibe exited with code 0 without an assistant message")
         if returncode == 3 and self._emitted_text and outcome in _LENGTH_OUTCOMES:
             return Stop(finish_reason="length")
@@ -179,7 +179,7 @@ class VibeParser:
         if killed or (export is None and marked is None):  # a signal, or a crash
             message = f"vibe {describe_exit(returncode)}"
             excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
-            return Error(code=CLI_FAILED, category="unknown",
+            return Error(code=Code.CLI_FAILED, category="unknown",
                          message=f"{message}; stderr: {excerpt}" if excerpt else message)
         error = export.error if export is not None else None
         text = ((error.message if error is not None else None) or marked

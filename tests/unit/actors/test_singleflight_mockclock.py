@@ -17,13 +17,9 @@ from sample_requests import user_says
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, JsonLinesAdapter, Line, Step, event_line
 from olp.cache import (
-    CANCELLED,
-    CLIENT_TOO_SLOW,
-    INTERNAL_ERROR,
-    JOB_LOST,
-    SOURCE_FAILED,
     Singleflight,
 )
+from olp.failures import Code
 from olp.ir import (
     Error,
     Event,
@@ -341,7 +337,7 @@ async def test_a_slow_client_is_dropped_alone(autojump_clock: trio.testing.MockC
     dropped = await drain(slow)
     assert [type(e) for _, e in dropped] == [Error]
     error = dropped[0][1]
-    assert isinstance(error, Error) and (error.code, error.category) == (CLIENT_TOO_SLOW,
+    assert isinstance(error, Error) and (error.code, error.category) == (Code.CLIENT_TOO_SLOW,
                                                                          "unknown")
     await assert_clean(sf, starter)
 
@@ -354,7 +350,7 @@ async def test_dropping_the_only_client_cancels_the_source(
     assert starter.sources[0].abandoned_at == 5 and not starter.sources[0].finished
     assert sf.statistics().in_flight == 0 and done.calls == []
     error = await slow.receive()
-    assert isinstance(error, Error) and error.code == CLIENT_TOO_SLOW
+    assert isinstance(error, Error) and error.code == Code.CLIENT_TOO_SLOW
     with pytest.raises(trio.EndOfChannel):
         await slow.receive()
     slow.abandon()
@@ -407,8 +403,8 @@ async def test_a_source_error_reaches_every_subscriber(autojump_clock: trio.test
 
 @pytest.mark.parametrize(("source", "code", "category"), [
     (Starter(fail=trio.BrokenResourceError("the actor is not running"), delay=1),
-     SOURCE_FAILED, "unavailable"),
-    (Starter([(1, TextDelta(text="a"))]), JOB_LOST, "unknown"),
+     Code.SOURCE_FAILED, "unavailable"),
+    (Starter([(1, TextDelta(text="a"))]), Code.JOB_LOST, "unknown"),
 ])
 async def test_a_source_that_cannot_answer_fails_every_subscriber(
         autojump_clock: trio.testing.MockClock, sf: Singleflight, source: Starter, code: str,
@@ -436,7 +432,7 @@ async def test_a_raising_source_fails_every_subscriber(autojump_clock: trio.test
     for sub in (a, b):
         events = events_of(await drain(sub))
         assert events[0] == TextDelta(text="a")
-        assert isinstance(events[1], Error) and events[1].code == INTERNAL_ERROR
+        assert isinstance(events[1], Error) and events[1].code == Code.INTERNAL_ERROR
     assert broken.abandoned_at == 1
     assert "singleflight source failed" in caplog.text
     await assert_clean(sf, starter)
@@ -499,7 +495,7 @@ async def test_shutdown_fails_live_flights_and_refuses_new_ones(
     for timed in results:
         assert timed[:2] == [(1, Start(model="m")), (2, TextDelta(text="a"))]
         last = timed[-1][1]
-        assert isinstance(last, Error) and last.code == CANCELLED and timed[-1][0] == 2.5
+        assert isinstance(last, Error) and last.code == Code.CANCELLED and timed[-1][0] == 2.5
     assert len(results) == 2
     assert starter.sources[0].abandoned_at == 2.5
     with pytest.raises(RuntimeError):
