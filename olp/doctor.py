@@ -1,5 +1,6 @@
-"""``olp doctor``: each provider's binary, version, credentials and state, with the fix for
-every problem found; ``--probe`` also sends each usable provider one tiny request."""
+"""``olp doctor``: each provider's binary, version, credentials, risk tier and state, with the
+fix for every problem found (the install hints are the provider kit's); ``--probe`` also sends
+each usable provider one tiny request (the model its spec names)."""
 
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
     usable = [r for r in runtime.reports.values() if r.usable]
     for report in runtime.reports.values():
         state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
-        print(f"{report.name:<10} {state:<9} kind={report.kind}"
+        risk = f" risk={report.risk_tier}" if report.risk_tier else ""
+        print(f"{report.name:<10} {state:<9} kind={report.kind}{risk}"
               f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}",
               file=out)
         if report.binary:
@@ -74,10 +76,10 @@ async def _probe_all(runtime: providers.Runtime, names: list[str]) -> dict[str, 
 
 
 async def _probe(runtime: providers.Runtime, name: str, results: dict[str, str]) -> None:
-    model = runtime.providers[name].settings.name
-    default = {"anthropic": "claude-haiku-4-5", "openai": "gpt-5.4-mini",
-               "mistral": "devstral-small-2-25-12"}.get(name, model)
-    ticket = await runtime.actors[name].submit(PROBE, default)
+    provider = runtime.providers[name].settings
+    spec = provider.spec
+    model = spec.probe_model if spec is not None and spec.probe_model else provider.name
+    ticket = await runtime.actors[name].submit(PROBE, model)
     text, usage = "", None
     try:
         with trio.move_on_after(180):

@@ -1,7 +1,9 @@
-"""The providers this proxy can run: adapters by name, what each needs, and what is wrong.
+"""The providers this proxy can run, what each needs, and what is wrong.
 
 Used by ``olp start`` (to build the actors), ``/health`` and ``olp doctor`` (to say, for
 each provider, whether its binary and credentials were found and how to fix what is not).
+Every provider fact (adapter, install hint, binary, risk tier) comes from the provider kit,
+:mod:`olp.actors.kit`.
 """
 
 from __future__ import annotations
@@ -17,34 +19,21 @@ from typing import Any
 
 from olp.actors import (
     BWRAP_HINT,
-    CliAdapter,
     CliConfig,
     CliRunner,
     JobRunner,
     ProcessSpawner,
     ProviderActor,
     Sandbox,
-    Timeouts,
     find_bwrap,
     install_roots,
+    kit,
 )
-from olp.actors.anthropic import AnthropicAdapter
-from olp.actors.codex import CodexAdapter
 from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
-from olp.actors.vibe import VibeAdapter
-from olp.config import DEFAULT_COMMANDS, ProviderSettings, Settings, resolve_binary
+from olp.config import ProviderSettings, Settings, resolve_binary
 from olp.routing import Provider
 
 log = logging.getLogger("olp.providers")
-
-#: The CLI providers implemented so far, by built-in provider name.
-ADAPTERS: Mapping[str, type[CliAdapter]] = {"anthropic": AnthropicAdapter,
-                                             "openai": CodexAdapter, "mistral": VibeAdapter}
-#: How to install each CLI, for the fixes ``olp doctor`` prints.
-INSTALL = {"anthropic": "npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
-           "openai": "npm install -g @openai/codex, then run `codex login`",
-           "mistral": "pipx install mistral-vibe (Python >= 3.12), then run `vibe` and set "
-                      "your API key"}
 
 
 @dataclass(slots=True)
@@ -56,6 +45,7 @@ class Report:
     enabled: bool
     metered: bool
     max_concurrent: int
+    risk_tier: str | None = None  # the kit's tier (D, C, B or A); None for an unknown kind
     binary: str | None = None
     version: str | None = None
     credentials: bool = False
@@ -69,7 +59,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "enabled": self.enabled, "metered": self.metered,
-                "binary": self.binary, "version": self.version,
+                "risk_tier": self.risk_tier, "binary": self.binary, "version": self.version,
                 "credentials": self.credentials, "sandbox": self.sandbox,
                 "problems": self.problems}
 
@@ -92,21 +82,21 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
     """An actor per enabled provider that can run here; the others are reported, loudly."""
     runtime = Runtime({}, {}, {})
     spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
-    found = ADAPTERS
     for name in settings.provider_names():
         provider = settings.provider(name)
+        spec = provider.spec
         report = Report(name, provider.kind, provider.enabled, provider.metered,
-                        provider.max_concurrent)
+                        provider.max_concurrent, spec.risk_tier if spec else None)
         runtime.reports[name] = report
         runtime.providers[name] = Provider(provider, running=False, credentials=False)
         if not provider.enabled:
             continue
         runner: JobRunner | None
-        if provider.kind == "openai-compatible":
+        if spec is not None and spec.kind == "http":
             runner = _http_runner(name, provider, environ, report)
             runtime.http_runners.append(runner)
         else:
-            runner = _cli_runner(name, provider, settings, environ, found, spawner, report)
+            runner = _cli_runner(name, provider, spec, settings, environ, spawner, report)
             if runner is not None and runner.config.sandbox is not None:
                 runtime.sandboxes[name] = runner.config.sandbox
         if runner is None:
@@ -123,21 +113,19 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
     return runtime
 
 
-def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
-                environ: Mapping[str, str], found: Mapping[str, type[CliAdapter]],
-                spawner: ProcessSpawner, report: Report) -> CliRunner | None:
-    adapter_cls = found.get(name)
-    if provider.kind != "cli" or adapter_cls is None:
+def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
+                settings: Settings, environ: Mapping[str, str], spawner: ProcessSpawner,
+                report: Report) -> CliRunner | None:
+    if spec is None or spec.kind != "cli" or spec.adapter is None:
         report.problems.append(f"{provider.kind} provider `{name}` is not supported yet")
         report.fixes.append(f"disable it: \"providers\": {{\"enabled\": {{\"{name}\": false}}}}")
         return None
     binary = resolve_binary(name, settings, environ)
     report.binary = binary
     if binary is None:
-        command = provider.binary or DEFAULT_COMMANDS.get(name, name)
+        command = provider.binary or spec.command
         report.problems.append(f"`{command}` not found on PATH")
-        report.fixes.append(f"{INSTALL.get(name, 'install it')}; or set "
-                            f"providers.{name}.binary")
+        report.fixes.append(f"{spec.install_hint}; or set providers.{name}.binary")
         return None
     real_home = Path(environ.get("HOME") or Path.home())
     sandbox: Sandbox | None = None
@@ -156,11 +144,9 @@ def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
         report.sandbox = "off"
         log.warning("provider runs UNCONFINED: its CLI can read every file this user can "
                     "(providers.%s.sandbox is false)", name, extra={"provider": name})
-    t = provider.timeouts
-    runner = CliRunner(adapter_cls(), spawner, CliConfig(
+    runner = CliRunner(spec.adapter(), spawner, CliConfig(
         binary=binary, env=provider.env, extra_args=provider.extra_args,
-        home_files=provider.home_files,
-        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s),
+        home_files=provider.home_files, timeouts=provider.timeouts,
         real_home=real_home, proxy_env=dict(environ), sandbox=sandbox))
     missing = runner.preflight()
     report.credentials = missing is None
@@ -173,12 +159,11 @@ def _cli_runner(name: str, provider: ProviderSettings, settings: Settings,
 def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, str],
                  report: Report) -> OpenAICompatRunner:
     assert provider.base_url is not None  # the config requires it for this kind
-    t = provider.timeouts
     key = environ.get(provider.api_key_env) if provider.api_key_env else None
     r = provider.retry
     runner = OpenAICompatRunner(HttpConfig(
         base_url=provider.base_url, api_key=key, api_key_env=provider.api_key_env,
-        timeouts=Timeouts(t.first_output_s, t.idle_s, t.total_s), name=name,
+        timeouts=provider.timeouts, name=name,
         retry=RetryPolicy(max_retries_500=r.server_errors,
                           max_retries_connection=r.connection_errors,
                           max_retries_429=r.rate_limited, max_retry_after_s=r.max_retry_after_s)))

@@ -19,7 +19,7 @@ from olp.engine._routes import dedupe
 
 log = logging.getLogger("olp.routing")
 
-#: What an HTTP (openai-compatible) hop takes: everything is passed through.
+#: What a hop whose spec passes capabilities through (openai-compatible) takes: everything.
 HTTP_CAPABILITIES = Capabilities(tools=True, images=True, json_mode=True, sampling_params=True)
 #: A CLI model missing from the registry: text only.
 UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=True)
@@ -36,8 +36,10 @@ class Provider:
 
 def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
             registry: Registry, *, name: str = "") -> Hop:
-    """A hop to ``provider``/``model`` with the registry's capabilities and context window."""
-    if provider.kind != "cli":
+    """A hop to ``provider``/``model`` with its capabilities and context window, found where
+    the provider's spec says: everything passed through, or the models registry."""
+    spec = provider.spec
+    if spec is None or spec.capabilities == "passthrough":
         caps, window = HTTP_CAPABILITIES, None
     else:
         known = registry.resolve(model, provider.name)

@@ -7,11 +7,14 @@ from ._actor import ProviderActor as ProviderActor
 from ._actor import Ticket as Ticket
 from ._adapter import CapabilityMissing as CapabilityMissing
 from ._adapter import CliAdapter as CliAdapter
+from ._adapter import Credentials as Credentials
 from ._adapter import Invocation as Invocation
 from ._adapter import LineParser as LineParser
 from ._cli_runner import CliConfig as CliConfig
 from ._cli_runner import CliRunner as CliRunner
+from ._deadline import DeadlineClock as DeadlineClock
 from ._deadline import Timeouts as Timeouts
+from ._deadline import TimeoutWording as TimeoutWording
 from ._lines import LineReader as LineReader
 from ._lines import LineTooLong as LineTooLong
 from ._process import CliProcess as CliProcess

@@ -50,18 +50,9 @@ class LineParser(Protocol):
         ...
 
 
-class CliAdapter(Protocol):
-    """A vendor CLI as the actor sees it."""
-
-    name: str
-
-    def invocation(self, request: ChatRequest, *, binary: str, model: str,
-                   workdir: Path, extra_args: Sequence[str] = ()) -> Invocation: ...
-
-    def parser(self, workdir: Path) -> LineParser:
-        """A fresh parser for one job; ``workdir`` is the spawn's temporary working directory
-        (vibe's ``export.json`` is read from there when it exits)."""
-        ...
+class Credentials(Protocol):
+    """Where a CLI's login lives and how a spawn gets it. Each CLI subpackage's
+    ``_credentials`` module implements it (its :class:`CliAdapter` delegates to that module)."""
 
     def spawn_env(self, proxy_env: Mapping[str, str]) -> dict[str, str]:
         """Variables this CLI always gets (e.g. ``DISABLE_AUTOUPDATER=1``) plus the credential
@@ -81,6 +72,21 @@ class CliAdapter(Protocol):
         ``env`` is the environment the CLI will get (the provider's configured ``env``
         merged in), ``home`` the real user's home where credential files live.
         """
+        ...
+
+
+class CliAdapter(Credentials, Protocol):
+    """A vendor CLI as the actor sees it: how to invoke it, how to read it, and (as
+    :class:`Credentials`) how it finds its login."""
+
+    name: str
+
+    def invocation(self, request: ChatRequest, *, binary: str, model: str,
+                   workdir: Path, extra_args: Sequence[str] = ()) -> Invocation: ...
+
+    def parser(self, workdir: Path) -> LineParser:
+        """A fresh parser for one job; ``workdir`` is the spawn's temporary working directory
+        (vibe's ``export.json`` is read from there when it exits)."""
         ...
 
 

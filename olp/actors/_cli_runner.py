@@ -16,7 +16,7 @@ from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, is_content, is_terminal
 
 from ._adapter import CapabilityMissing, CliAdapter, Invocation
-from ._deadline import Timeouts
+from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
 from ._sandbox import Sandbox
@@ -25,6 +25,13 @@ Emit = Callable[[Event], Awaitable[None]]
 
 #: Variables copied from the proxy's own environment into every CLI's (nothing else is).
 _BASE_PASSTHROUGH = ("PATH", "LANG", "LC_ALL", "TZ", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+#: How this runner words its timeout errors (the clients see these messages).
+_WORDING = TimeoutWording(
+    first_output="the CLI produced no output within {first_output_s:g} s",
+    idle="the CLI went silent for {idle_s:g} s mid-answer",
+    total="the CLI gave no complete answer within {total_s:g} s",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,17 +109,12 @@ class CliRunner:
             argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=workdir,
                                             writable=links.values())
         spec = SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir)
-        timeouts = self.config.timeouts
-        started = trio.current_time()
-        total_deadline = started + timeouts.total_s
-        first_deadline = min(total_deadline, started + timeouts.first_output_s)
+        clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
         parser = self.adapter.parser(workdir)
         try:
             async with self.spawner.open(spec) as proc:
-                content_seen = False
-                idle_deadline = first_deadline
                 while True:
-                    deadline = idle_deadline
+                    deadline = clock.deadline
                     with trio.move_on_at(deadline):
                         try:
                             line = await proc.receive_line()
@@ -128,30 +130,15 @@ class CliRunner:
                         for event in parser.feed(line):
                             if is_terminal(event):
                                 return event
-                            content_seen = content_seen or is_content(event)
+                            if is_content(event):
+                                clock.content()
                             await emit(event)
-                        if content_seen:
-                            idle_deadline = min(total_deadline,
-                                                trio.current_time() + timeouts.idle_s)
+                        clock.activity()  # once content has flowed, every line restarts idle
                         continue
-                    return _timeout_error(deadline, total_deadline, content_seen, timeouts)
+                    return clock.timeout_error(deadline)
         except SpawnError as exc:
             code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
             return Error(code=code, category="unavailable", message=str(exc))
-
-
-def _timeout_error(deadline: float, total_deadline: float, content_seen: bool,
-                   timeouts: Timeouts) -> Error:
-    if deadline >= total_deadline:
-        code = Code.TOTAL_TIMEOUT
-        message = f"the CLI gave no complete answer within {timeouts.total_s:g} s"
-    elif content_seen:
-        code = Code.IDLE_TIMEOUT
-        message = f"the CLI went silent for {timeouts.idle_s:g} s mid-answer"
-    else:
-        code = Code.FIRST_OUTPUT_TIMEOUT
-        message = f"the CLI produced no output within {timeouts.first_output_s:g} s"
-    return Error(code=code, category="unavailable", message=message)
 
 
 def _prepare_dirs(workdir: Path, home: Path, invocation: Invocation,

@@ -18,7 +18,7 @@ _ENCODER: Final = msgspec.json.Encoder(order="sorted")
 def has_cache_control_markers(request: ChatRequest) -> bool:
     """Whether the request carries Anthropic ``cache_control`` markers (on text parts, as
     clients of OpenAI-compatible gateways send them). Such requests are keyed apart, and
-    Anthropic hops with them bypass the cache (BRIEF §5)."""
+    Anthropic hops with them bypass the cache (docs/adr/0006-cache.md)."""
     return any(isinstance(p, TextPart) and p.cache_control is not None
                for m in request.messages for p in m.content)
 

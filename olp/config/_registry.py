@@ -14,7 +14,7 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
-from ._settings import ConfigError
+from ._schema import ConfigError
 
 REGISTRY_FILE: Final = "models-registry.json"
 #: The repository's top-level file in a source checkout; an installed wheel carries the same

@@ -45,9 +45,9 @@ from ._sources import NO_CONTEXT, CacheStatus, RequestContext, Sources
 
 log = logging.getLogger("olp.engine")
 
-#: Categories that move a request into the next hop when the hop sets no ``on`` (BRIEF §4):
-#: an unclassifiable error advances; ``auth`` only where an entry opts in; ``client_error``
-#: never.
+#: Categories that move a request into the next hop when the hop sets no ``on``
+#: (docs/adr/0005): an unclassifiable error advances; ``auth`` only where an entry opts in;
+#: ``client_error`` never.
 DEFAULT_ON: frozenset[Category] = frozenset(
     {"usage_window", "billing", "rate_limited", "unavailable", "context_length", "unknown"})
 #: A CLI retrying for one of these is abandoned at once when another hop could answer.

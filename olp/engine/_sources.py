@@ -9,9 +9,8 @@ from typing import Literal
 
 import trio
 
-from olp.actors import ProviderActor
+from olp.actors import ProviderActor, kit
 from olp.cache import CacheService, ReplaySource, Singleflight, cache_key
-from olp.cache import has_cache_control_markers as has_markers
 from olp.ir import ChatRequest, Error, Event, EventSource, Stop
 
 from ._routes import Hop
@@ -35,8 +34,14 @@ NO_CONTEXT = RequestContext()  # no cache namespace: the cache is not used
 
 @dataclass(slots=True)
 class Sources:
+    """The cache and the flights in progress (either ``None``: no cache), and the providers'
+    cache policy: ``bypass(provider, request)`` is true when a hop must run the request
+    rather than use the cache (by default each provider spec's ``cache_bypass``, see
+    :func:`olp.actors.kit.cache_bypass`)."""
+
     cache: CacheService | None = None
     flights: Singleflight | None = None
+    bypass: Callable[[str, ChatRequest], bool] = kit.cache_bypass
 
     async def open(self, actor: ProviderActor, hop: Hop, request: ChatRequest,
                    context: RequestContext) -> tuple[EventSource, CacheStatus]:
@@ -45,7 +50,7 @@ class Sources:
         start = partial(actor.submit, request, hop.model)
         if (self.cache is None or self.flights is None or context.namespace is None
                 or context.cache_mode == "no-store"
-                or (hop.provider == "anthropic" and has_markers(request))):
+                or self.bypass(hop.provider, request)):
             return await start(), "bypass"
         key = cache_key(request, provider=hop.provider, model=hop.model)
         store = partial(self.cache.put, context.namespace, key, hop.provider)

@@ -151,13 +151,10 @@ def create_app(services: Services) -> QuartTrio:
                            exc.param) from None
         try:
             context = _chat.context()
-            if chat.stream and services.heartbeat_s > 0 and services.background is not None:
-                return await _chat.stream_with_heartbeat(
-                    services.engine, chat, context, services.headers, services.background,
-                    services.heartbeat_s)
             if chat.stream:
-                answer = await services.engine.open(chat, context)
-                return _chat.stream(chat, answer, services.headers)
+                return await _chat.stream(services.engine, chat, context, services.headers,
+                                          heartbeat_s=services.heartbeat_s,
+                                          background=services.background)
             done = await services.engine.complete(chat, context)
             return _chat.complete(chat, done, services.headers)
         except UnknownModel as exc:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import trio
 from quart import Response, g, request
@@ -22,13 +21,11 @@ from olp.engine import (
     RequestContext,
     detail_header,
 )
-from olp.failures import Code
 from olp.ir import ChatRequest
-from olp.ir.openai import ChunkEncoder, CompletionBuilder, completion_id
+from olp.ir.openai import CompletionBuilder, completion_id
 
-from ._errors import ApiError, upstream_error
-from ._heartbeat import HeartbeatBody, Opening
-from ._sse import SseBody
+from ._chat_stream import ChatStream, PendingAnswer
+from ._errors import ApiError, chain_error
 
 log = logging.getLogger("olp.http")
 
@@ -71,74 +68,61 @@ def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
 
 
 def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiError:
-    """The response when no hop answered: the first attempted hop's error; if every hop was
-    skipped, 429 with the soonest reset (cooling) or 400 (no hop can take the request)."""
-    hops = exc.route.hops
-    if exc.first is not None:
-        hop, first = exc.first
-        error = upstream_error(first, provider=hop.provider, model=hop.model)
-        code = first.code
-    elif exc.skip_codes <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
-        hop = hops[0]
-        what = "tools" if chat.tools else "this request"
-        error = ApiError(400, f"No hop of `{chat.model}` can take {what}: "
-                         + "; ".join(r.error_message for r in exc.records),
-                         "invalid_request_error",
-                         "tools_unsupported" if chat.tools else "capability_unsupported")
-        code = error.code or ""
-    else:
-        hop = hops[0]
-        headers = {} if exc.retry_after_s is None else {
-            "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-        error = ApiError(429, f"Every hop of `{chat.model}` is resting: "
-                         + "; ".join(r.error_message for r in exc.records),
-                         "rate_limit_error", "all_hops_cooling", headers=headers)
-        code = Code.ALL_HOPS_COOLING
-    tried = exc.tried or [h.provider for h in hops]
-    error.headers = {**error.headers,
-                     "X-OLP-Requested-Model": chat.model,
-                     "X-OLP-Provider-Used": hop.provider,
-                     "X-OLP-Model-Used": hop.model,
-                     "X-OLP-Fallback-Hops": str(max(0, len(exc.records) - 1)),
-                     "X-OLP-Cache": "bypass",
-                     "X-OLP-Fallback-Exhausted": ",".join(tried),
-                     "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
+    """The response when no hop answered (see :func:`._errors.chain_error`), with OLP's
+    headers; logs the request."""
+    failure = chain_error(chat, exc)
+    hop = failure.hop
+    tried = exc.tried or [h.provider for h in exc.route.hops]
+    headers = {**failure.error.headers,
+               "X-OLP-Requested-Model": chat.model,
+               "X-OLP-Provider-Used": hop.provider,
+               "X-OLP-Model-Used": hop.model,
+               "X-OLP-Fallback-Hops": str(max(0, len(exc.records) - 1)),
+               "X-OLP-Cache": "bypass",
+               "X-OLP-Fallback-Exhausted": ",".join(tried),
+               "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
     if exc.records and policy.detail_allowed(g.principal.tier):
-        error.headers["X-OLP-Fallback-Detail"] = detail_header(exc.records)
-    log_request(chat, hop.provider, hop.model, error.status, code)
+        headers["X-OLP-Fallback-Detail"] = detail_header(exc.records)
+    error = replace(failure.error, headers=headers)
+    log_request(chat, hop.provider, hop.model, error.status, failure.log_code)
     return error
 
 
-def stream(chat: ChatRequest, answer: Answer, policy: HeaderPolicy, *,
-           keepalive_s: float | None = None) -> Response:
-    encoder = ChunkEncoder(id=completion_id(), created=int(time.time()), model=answer.model,
-                           include_usage=chat.include_usage)
-    headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
-                                         answer.ignored_params, policy, answer.cache)}
-    return _sse_response(SseBody(answer, encoder, _stream_logger(chat, answer),
-                                 keepalive_s=keepalive_s), headers)
+async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
+                 policy: HeaderPolicy, *, heartbeat_s: float = 0.0,
+                 background: trio.Nursery | None = None) -> Response:
+    """The answer as SSE, returned once its first content is in hand (so a failure before
+    that is still a status; raises :class:`ChainFailed` or ``UnknownModel``).
 
-
-async def stream_with_heartbeat(engine: Engine, chat: ChatRequest, context: RequestContext,
-                                policy: HeaderPolicy, nursery: trio.Nursery,
-                                interval: float) -> Response:
-    """Like :func:`stream`, but if no content came within ``interval``, commit a 200 and
-    send keep-alive comments until it does (see :mod:`._heartbeat`)."""
-    opening = Opening(engine, chat, context)
-    nursery.start_soon(opening.run)
+    With ``heartbeat_s`` > 0 and a ``background`` nursery for the engine's work: if no
+    content came within one interval, a 200 is committed instead and keep-alives flow until
+    it does (see :mod:`._chat_stream`).
+    """
+    if heartbeat_s <= 0 or background is None:
+        return _answer_response(chat, await engine.open(chat, context), policy, None)
+    pending = PendingAnswer(engine, chat, context)
+    background.start_soon(pending.run)
     try:
-        with trio.move_on_after(interval):
-            return stream(chat, await opening.result(), policy, keepalive_s=interval)
+        with trio.move_on_after(heartbeat_s):
+            return _answer_response(chat, await pending.result(), policy, heartbeat_s)
     except BaseException:
-        opening.cancel()
+        pending.cancel()
         raise
     headers = {**SSE_HEADERS, "X-OLP-Requested-Model": chat.model, "X-OLP-Heartbeat": "true",
                "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
-    return _sse_response(HeartbeatBody(opening, chat, interval, _stream_logger(chat, None)),
-                         headers)
+    return _sse_response(ChatStream(chat, pending, _stream_logger(chat, None),
+                                    heartbeat_s=heartbeat_s), headers)
 
 
-def _sse_response(body: SseBody | HeartbeatBody, headers: dict[str, str]) -> Response:
+def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
+                     heartbeat_s: float | None) -> Response:
+    headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
+                                         answer.ignored_params, policy, answer.cache)}
+    return _sse_response(ChatStream(chat, answer, _stream_logger(chat, answer),
+                                    heartbeat_s=heartbeat_s), headers)
+
+
+def _sse_response(body: ChatStream, headers: dict[str, str]) -> Response:
     response = Response(body, status=200, headers=headers, content_type="text/event-stream")
     response.timeout = None  # Quart's RESPONSE_TIMEOUT (60 s) would silently cut the stream
     return response

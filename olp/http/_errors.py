@@ -1,4 +1,5 @@
-"""OpenAI-shaped error responses, and the status each failure category maps to (BRIEF §2)."""
+"""OpenAI-shaped error responses: the status each failure category maps to, and how a chain
+in which no hop answered is reported (see ``docs/adr/0004-errors-and-served-model.md``)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,10 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from olp.ir import Error
-from olp.ir.openai import error_body
+from olp.engine import ChainFailed, Hop
+from olp.failures import Code
+from olp.ir import ChatRequest, Error
+from olp.ir.openai import ChunkEncoder, error_body
 
 
 @dataclass(slots=True)
@@ -24,6 +27,11 @@ class ApiError(Exception):
     def body(self) -> bytes:
         return error_body(message=self.message, type=self.type, code=self.code,
                           param=self.param)
+
+    def frame(self) -> bytes:
+        """The same error as an in-stream SSE event, for after a 200 was committed."""
+        return ChunkEncoder.error(message=self.message, type=self.type, code=self.code,
+                                  param=self.param)
 
 
 def upstream_error(error: Error, *, provider: str, model: str) -> ApiError:
@@ -51,3 +59,35 @@ def upstream_error(error: Error, *, provider: str, model: str) -> ApiError:
             return ApiError(502, message, "api_error", "upstream_auth_failed")
         case _:
             return ApiError(502, message, "api_error", code)
+
+
+@dataclass(frozen=True, slots=True)
+class ChainError:
+    """How a chain in which no hop answered is reported: ``error`` for the client, ``hop``
+    for the ``X-OLP-Provider-Used`` / ``-Model-Used`` headers, ``log_code`` for the log."""
+
+    error: ApiError
+    hop: Hop
+    log_code: str
+
+
+def chain_error(chat: ChatRequest, exc: ChainFailed) -> ChainError:
+    """The one mapping of a failed chain: the first attempted hop's error decides; if every
+    hop was skipped, 400 when no hop can take the request, else 429 (every hop is cooling)
+    with the soonest reset as ``Retry-After``."""
+    if exc.first is not None:
+        hop, first = exc.first
+        return ChainError(upstream_error(first, provider=hop.provider, model=hop.model), hop,
+                          first.code)
+    hop = exc.route.hops[0]
+    reasons = "; ".join(r.error_message for r in exc.records)
+    if exc.skip_codes <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
+        what = "tools" if chat.tools else "this request"
+        code = "tools_unsupported" if chat.tools else "capability_unsupported"
+        return ChainError(ApiError(400, f"No hop of `{chat.model}` can take {what}: {reasons}",
+                                   "invalid_request_error", code), hop, code)
+    headers = {} if exc.retry_after_s is None else {
+        "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
+    return ChainError(ApiError(429, f"Every hop of `{chat.model}` is resting: {reasons}",
+                               "rate_limit_error", "all_hops_cooling", headers=headers),
+                      hop, Code.ALL_HOPS_COOLING)

@@ -1,6 +1,6 @@
 """Fallback chains over real sockets: a CLI hop and metered HTTP hops against loopback
 mocks, driven by the official SDK. The fault tier of the openai-compatible provider itself is
-in test_openai_compat_faults.py; this is the engine's side (BRIEF §4)."""
+in test_openai_compat_faults.py; this is the engine's side (docs/adr/0005-fallback-engine.md)."""
 
 from __future__ import annotations
 

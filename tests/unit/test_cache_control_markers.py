@@ -1,5 +1,5 @@
 """Anthropic-style ``cache_control`` markers: decoded, keyed apart, and a reason for
-anthropic hops to bypass the cache (BRIEF §5)."""
+anthropic hops to bypass the cache (docs/adr/0006-cache.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The cache key: exactly the answer-changing input, normalised (BRIEF §5)."""
+"""The cache key: exactly the answer-changing input, normalised (docs/adr/0006-cache.md)."""
 
 from __future__ import annotations
 

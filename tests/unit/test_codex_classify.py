@@ -1,8 +1,8 @@
 """Classification of codex's free-text failures, retries and usage-window resets.
 
 Every message marked "real" was printed by codex-cli 0.171.0 (the transcripts, or the real CLI
-against ``tests/support/mock_openai_responses`` with the scenario named); the others are best-effort
-phrasings the brief asks for.
+against ``tests/support/mock_openai_responses`` with the scenario named); the others are
+best-effort phrasings (see ``tests/fixtures/cli-reference/codex/README.md``).
 """
 
 from __future__ import annotations

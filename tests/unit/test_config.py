@@ -25,8 +25,8 @@ from olp.config import (
     resolve_binary,
 )
 
-# The config example of BRIEF section 7 (re-wrapped to fit 100 columns).
-BRIEF_EXAMPLE = """
+# A config using every section (re-wrapped to fit 100 columns).
+FULL_EXAMPLE = """
 {
   "auth": {"allow_anonymous": false, "fallback_detail_header_policy": "owner_only"},
   "providers": {
@@ -123,8 +123,8 @@ def test_olp_home_must_be_a_directory(tmp_path: Path) -> None:
 # -- the config file ------------------------------------------------------------------------
 
 
-def test_the_brief_example_decodes(home: Path) -> None:
-    s = _settings(home, BRIEF_EXAMPLE)
+def test_a_full_example_decodes(home: Path) -> None:
+    s = _settings(home, FULL_EXAMPLE)
     cfg = s.config
     assert cfg.providers.enabled == {"anthropic": True, "openai": True, "mistral": False,
                                      "router": True}

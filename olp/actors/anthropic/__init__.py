@@ -11,6 +11,7 @@ from olp.ir import ChatRequest, Error
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import AnthropicParser
+from ._spec import SPEC
 
 
 class AnthropicAdapter:
@@ -36,4 +37,4 @@ class AnthropicAdapter:
         return _credentials.preflight(env, home)
 
 
-__all__ = ["AnthropicAdapter", "AnthropicParser"]
+__all__ = ["SPEC", "AnthropicAdapter", "AnthropicParser"]

@@ -1,6 +1,6 @@
 """Where claude's credentials live, what its environment needs, and the pre-spawn check.
 
-Discovery order (as claude itself and the OLP seed): a token/key variable in the CLI's
+Discovery order (as claude itself looks): a token/key variable in the CLI's
 environment (``ANTHROPIC_API_KEY``, ``ANTHROPIC_AUTH_TOKEN``, ``CLAUDE_CODE_OAUTH_TOKEN``),
 then the credentials file (``$CLAUDE_CONFIG_DIR/.credentials.json`` when that variable is
 set, else ``~/.claude/.credentials.json``), then on macOS the keychain — which cannot be

@@ -11,6 +11,7 @@ from olp.ir import ChatRequest, Error
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import CodexParser
+from ._spec import SPEC
 
 
 class CodexAdapter:
@@ -36,4 +37,4 @@ class CodexAdapter:
         return _credentials.preflight(env, home)
 
 
-__all__ = ["CodexAdapter", "CodexParser"]
+__all__ = ["SPEC", "CodexAdapter", "CodexParser"]

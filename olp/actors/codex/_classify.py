@@ -1,8 +1,8 @@
 """Failure classification for codex's free-text errors (``error`` / ``turn.failed`` lines).
 
 codex 0.171.0 reports every failure as one message string, no status or type field (see
-``cli-reference/codex/README.md``). The texts below were all produced by the real CLI against
-the loopback mock (the transcripts, plus ``tests/realcli``):
+``tests/fixtures/cli-reference/codex/README.md``). The texts below were all produced by the
+real CLI against the loopback mock (the transcripts, plus ``tests/realcli``):
 
 ==========================================================  =================================
 message (abridged)                                          → category / code
@@ -25,12 +25,34 @@ not exist or you do not have access to it.``
 anything else                                               unknown / ``UPSTREAM_ERROR``
 ==========================================================  =================================
 
-Rules, first match wins: missing credentials; usage window (before billing: that message
-also says "purchase more credits"); billing; auth; rate limit; context window; connection,
-timeout, overload, 5xx; client errors; unknown. A usage window's reset is parsed from codex's
-"try again at <local time>" / "try again in <duration>" (:func:`parse_reset`). Phrasings not
-in the captures (e.g. an expired ChatGPT login) are best-effort: an unclassified error still
-advances the chain.
+The rules are the table :data:`RULES`, first match wins, in this order:
+
+1. Missing credentials ("missing environment variable", "not logged in", ...) → ``auth`` /
+   ``AUTH_MISSING``.
+2. A usage window ("hit your usage limit", ``usage_limit_reached``, ...) → ``usage_window`` /
+   ``USAGE_WINDOW`` with the reset (before billing: that message also says "purchase more
+   credits").
+3. Billing phrasing ("quota exceeded", "upgrade to plus", ...) or status 402 → ``billing`` /
+   ``BILLING``.
+4. Status 401 or auth phrasing ("unauthorized", "incorrect api key", "refresh token", ...) →
+   ``auth`` / ``UPSTREAM_AUTH``.
+5. Status 429 or "too many requests" / "rate limit" → ``rate_limited`` / ``RATE_LIMITED`` with
+   the reset when one is given.
+6. Context-window phrasing → ``context_length`` / ``CONTEXT_LENGTH``.
+7. Connection phrasing ("connection failed", "error sending request", ...) → ``unavailable`` /
+   ``CONNECTION_FAILED``.
+8. Timeout phrasing ("stream disconnected", "idle timeout", ...) or status 408/504 →
+   ``unavailable`` / ``UPSTREAM_TIMEOUT``.
+9. Status 503/529, "overloaded" or "service unavailable" → ``unavailable`` / ``OVERLOADED``.
+10. Other 5xx or server phrasing ("high demand", "internal server error", ...) →
+    ``unavailable`` / ``UPSTREAM_5XX``.
+11. Other 4xx or client phrasing ("bad request", "does not exist or you do not have access",
+    "forbidden", ...) → ``client_error`` / ``UPSTREAM_CLIENT_ERROR``.
+12. Anything else → ``unknown`` / ``UPSTREAM_ERROR``.
+
+A reset is parsed from codex's "try again at <local time>" / "try again in <duration>"
+(:func:`parse_reset`). Phrasings not in the captures (e.g. an expired ChatGPT login) are
+best-effort: an unclassified error still advances the chain.
 """
 
 from __future__ import annotations
@@ -39,13 +61,21 @@ import json
 import re
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, tzinfo
+from datetime import tzinfo
 from typing import Any, Final
 
-from olp.failures import Code
+from olp.failures import (
+    MONTH_PATTERN,
+    Code,
+    Rule,
+    always,
+    classify_by,
+    clock_reset,
+    first_match,
+    has_any,
+    sum_durations,
+)
 from olp.ir import Category, Error
-
-MESSAGE_LIMIT: Final = 300
 
 _AUTH_MISSING: Final = (
     "missing environment variable", "not logged in", "codex login", "no credentials",
@@ -132,38 +162,50 @@ def _error_body(message: str) -> dict[str, Any] | None:
     return None
 
 
-def cut(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text`` stripped, at most ``limit`` characters (an ellipsis marks a cut)."""
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """A :class:`Failure` as the rules read it, with what anchors a parsed reset."""
+
+    text: str
+    message: str
+    status: int | None
+    now: float | None = None
+    tz: tzinfo | None = None
+
+
+def _reset(f: _Facts) -> float | None:
+    return parse_reset(f.message, now=f.now, tz=f.tz)
+
+
+RULES: Final[tuple[Rule[_Facts], ...]] = (
+    Rule(Code.AUTH_MISSING, "auth", lambda f: has_any(f.text, _AUTH_MISSING)),
+    Rule(Code.USAGE_WINDOW, "usage_window", lambda f: has_any(f.text, _USAGE_WINDOW),
+         retry_after=_reset),
+    Rule(Code.BILLING, "billing", lambda f: has_any(f.text, _BILLING) or f.status == 402),
+    Rule(Code.UPSTREAM_AUTH, "auth", lambda f: f.status == 401 or has_any(f.text, _AUTH)),
+    Rule(Code.RATE_LIMITED, "rate_limited", lambda f: f.status == 429 or has_any(f.text, _RATE),
+         retry_after=_reset),
+    Rule(Code.CONTEXT_LENGTH, "context_length", lambda f: has_any(f.text, _CONTEXT)),
+    Rule(Code.CONNECTION_FAILED, "unavailable", lambda f: has_any(f.text, _CONNECTION)),
+    Rule(Code.UPSTREAM_TIMEOUT, "unavailable",
+         lambda f: has_any(f.text, _TIMEOUT) or f.status in (408, 504)),
+    Rule(Code.OVERLOADED, "unavailable",
+         lambda f: f.status in (503, 529) or has_any(f.text, _OVERLOADED)),
+    Rule(Code.UPSTREAM_5XX, "unavailable",
+         lambda f: (f.status is not None and f.status >= 500) or has_any(f.text, _SERVER)),
+    Rule(Code.UPSTREAM_CLIENT_ERROR, "client_error",
+         lambda f: (f.status is not None and 400 <= f.status < 500) or has_any(f.text, _CLIENT)),
+)
+"""codex's rules 1-11 of the module docstring, in order; rule 12 is :data:`_OTHERWISE`."""
+
+_OTHERWISE: Final[Rule[_Facts]] = Rule(Code.UPSTREAM_ERROR, "unknown", always)
 
 
 def category_of(failure: Failure) -> tuple[str, Category]:
     """The (code, category) of a failure (rules in the module docstring)."""
-    t, status = failure.text, failure.status
-    if _has(t, _AUTH_MISSING):
-        return Code.AUTH_MISSING, "auth"
-    if _has(t, _USAGE_WINDOW):
-        return Code.USAGE_WINDOW, "usage_window"
-    if _has(t, _BILLING) or status == 402:
-        return Code.BILLING, "billing"
-    if status == 401 or _has(t, _AUTH):
-        return Code.UPSTREAM_AUTH, "auth"
-    if status == 429 or _has(t, _RATE):
-        return Code.RATE_LIMITED, "rate_limited"
-    if _has(t, _CONTEXT):
-        return Code.CONTEXT_LENGTH, "context_length"
-    if _has(t, _CONNECTION):
-        return Code.CONNECTION_FAILED, "unavailable"
-    if _has(t, _TIMEOUT) or status in (408, 504):
-        return Code.UPSTREAM_TIMEOUT, "unavailable"
-    if status in (503, 529) or _has(t, _OVERLOADED):
-        return Code.OVERLOADED, "unavailable"
-    if (status is not None and status >= 500) or _has(t, _SERVER):
-        return Code.UPSTREAM_5XX, "unavailable"
-    if (status is not None and 400 <= status < 500) or _has(t, _CLIENT):
-        return Code.UPSTREAM_CLIENT_ERROR, "client_error"
-    return Code.UPSTREAM_ERROR, "unknown"
+    rule = first_match(RULES, _Facts(failure.text, failure.message, failure.status),
+                       default=_OTHERWISE)
+    return rule.code, rule.category
 
 
 def classify(message: str, *, now: float | None = None, tz: tzinfo | None = None) -> Error:
@@ -173,17 +215,10 @@ def classify(message: str, *, now: float | None = None, tz: tzinfo | None = None
     zone, which is codex's too: the proxy passes ``TZ`` through) anchor a parsed reset.
     """
     failure = read_failure(message)
-    code, category = category_of(failure)
-    retry_after = None
-    if category in ("usage_window", "rate_limited"):
-        retry_after = parse_reset(failure.message, now=now, tz=tz)
-    shown = cut(failure.message) or f"codex reported an error ({code})"
-    return Error(code=code, category=category, message=shown, status=failure.status,
-                 retry_after_s=retry_after)
-
-
-def _has(text: str, phrases: tuple[str, ...]) -> bool:
-    return any(p in text for p in phrases)
+    facts = _Facts(failure.text, failure.message, failure.status, now=now, tz=tz)
+    return classify_by(RULES, facts, default=_OTHERWISE, message=failure.message,
+                       fallback=lambda code: f"codex reported an error ({code})",
+                       status=failure.status)
 
 
 # --- "Reconnecting... n/N (cause)" ------------------------------------------------------------
@@ -222,22 +257,15 @@ def parse_reconnect(message: str) -> Reconnect | None:
 
 # --- "try again at 8:01 AM" / "try again in 2 hours" ------------------------------------------
 
-_MONTHS: Final = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov",
-                  "dec")
 _AGAIN_AT: Final = re.compile(
     r"\btry again at\s+"
-    r"(?:(?P<mon>jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+"
+    rf"(?:(?P<mon>{MONTH_PATTERN})[a-z]*\.?\s+"
     r"(?P<day>\d{1,2})(?:st|nd|rd|th)?,?\s+(?:(?P<year>\d{4}),?\s+)?(?:at\s+)?)?"
     r"(?P<hour>\d{1,2}):(?P<min>\d{2})\s*(?P<ampm>am|pm)?",
     re.IGNORECASE,
 )
 _IN: Final = re.compile(r"\b(?:try again|resets?)\s+in\s+(?P<spec>[0-9][0-9a-z .,]*)",
                         re.IGNORECASE)
-_AMOUNT: Final = re.compile(
-    r"(\d+(?:\.\d+)?)\s*(days?|d|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s|ms)\b",
-    re.IGNORECASE,
-)
-_UNIT_S: Final = {"d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0}
 
 
 def parse_reset(text: str, *, now: float | None = None, tz: tzinfo | None = None,
@@ -252,40 +280,7 @@ def parse_reset(text: str, *, now: float | None = None, tz: tzinfo | None = None
     """
     current = time.time() if now is None else now
     if m := _AGAIN_AT.search(text):
-        return _clock_reset(m, current, tz)
+        return clock_reset(m, current, tz)
     if m := _IN.search(text):
-        total = 0.0
-        found = False
-        for amount, unit in _AMOUNT.findall(m["spec"]):
-            found = True
-            unit = unit.lower()
-            scale = 0.001 if unit == "ms" else _UNIT_S[unit[0]]
-            total += float(amount) * scale
-        return total if found else None
+        return sum_durations(m["spec"])
     return None
-
-
-def _clock_reset(m: re.Match[str], now: float, tz: tzinfo | None) -> float | None:
-    hour, minute, ampm = int(m["hour"]), int(m["min"]), (m["ampm"] or "").lower()
-    if ampm:
-        if not 1 <= hour <= 12:
-            return None
-        hour = hour % 12 + (12 if ampm == "pm" else 0)
-    if hour > 23 or minute > 59:
-        return None
-    here = datetime.fromtimestamp(now, tz) if tz else datetime.fromtimestamp(now).astimezone()
-    try:
-        if m["mon"]:
-            year = int(m["year"]) if m["year"] else here.year
-            target = here.replace(year=year, month=_MONTHS.index(m["mon"].lower()[:3]) + 1,
-                                  day=int(m["day"]), hour=hour, minute=minute, second=0,
-                                  microsecond=0)
-            if not m["year"] and target < here:
-                target = target.replace(year=target.year + 1)
-        else:
-            target = here.replace(hour=hour, minute=minute, second=0, microsecond=0)
-            if target <= here:
-                target += timedelta(days=1)
-    except ValueError:  # e.g. "Feb 30"
-        return None
-    return max(0.0, target.timestamp() - now)

@@ -1,6 +1,6 @@
 """Where codex's login lives, what its environment needs, and the pre-spawn check.
 
-Discovery (as the OLP seed): ``OPENAI_CODEX_AUTH_PATH`` (the auth file itself), else
+Discovery: ``OPENAI_CODEX_AUTH_PATH`` (the auth file itself), else
 ``$CODEX_HOME/auth.json``, else ``~/.codex/auth.json`` of the real user; the file counts when it
 holds a ChatGPT login (``tokens.access_token``) or an API-key login (``OPENAI_API_KEY``), as
 ``codex login`` writes them. A key in the provider's configured ``env`` (``OPENAI_API_KEY``,

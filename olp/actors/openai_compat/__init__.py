@@ -20,6 +20,7 @@ from ._retry import RetryPolicy as RetryPolicy
 from ._retry import plan_retry as plan_retry
 from ._runner import OpenAICompatRunner as OpenAICompatRunner
 from ._runner import make_client as make_client
+from ._spec import SPEC as SPEC
 from ._sse import SSEDecoder as SSEDecoder
 from ._sse import SSEEvent as SSEEvent
 from ._sse import SSETooLarge as SSETooLarge

@@ -4,7 +4,8 @@ Inputs are the HTTP status (``None`` for an error event inside a 200 stream), th
 the error object as the upstream wrote it: OpenAI's ``{"error": {"message", "type", "code",
 "param"}}``, OpenRouter's numeric ``code`` and ``metadata``, vLLM's top-level ``{"object":
 "error", "message", "type", "code"}``, a bare ``{"error": "text"}`` or a non-JSON body.
-Rules, first match wins:
+The rules are the table :data:`RULES`, first match wins ("in-stream" is an error event
+inside a 200 stream, which has no status):
 
 1. ``insufficient_quota``-style codes, HTTP 402, or billing phrasing on a 402/403/429 or an
    in-stream error → ``billing`` / ``BILLING`` (waiting cannot cure it; never retried).
@@ -12,17 +13,19 @@ Rules, first match wins:
    day", "(RPD)", "daily limit", "limit will reset", ...) → ``usage_window`` /
    ``USAGE_WINDOW`` with the reset when one is given.
 3. 403 with content-policy phrasing → ``client_error`` / ``CONTENT_POLICY`` (OpenRouter's
-   moderation); other 401/403, or an auth error type → ``auth`` / ``UPSTREAM_AUTH``.
-4. 429 or a rate-limit type → ``rate_limited`` / ``RATE_LIMITED`` with ``retry_after_s``.
-5. 400/413/422 (or in-stream) with ``context_length_exceeded`` or context-window phrasing →
+   moderation).
+4. Other 401/403, or an in-stream auth error type → ``auth`` / ``UPSTREAM_AUTH``.
+5. 429 or an in-stream rate-limit type → ``rate_limited`` / ``RATE_LIMITED`` with
+   ``retry_after_s``.
+6. 400/413/422 (or in-stream) with ``context_length_exceeded`` or context-window phrasing →
    ``context_length`` / ``CONTEXT_LENGTH``.
-6. 400/422 (or in-stream) with ``content_filter`` / ``content_policy_violation`` or policy
+7. 400/422 (or in-stream) with ``content_filter`` / ``content_policy_violation`` or policy
    phrasing → ``client_error`` / ``CONTENT_POLICY``.
-7. 408/504 → ``unavailable`` / ``UPSTREAM_TIMEOUT``; other 5xx → ``unavailable`` /
-   ``UPSTREAM_5XX`` (with ``Retry-After`` when sent); an in-stream server-side type →
-   ``unavailable`` / ``UPSTREAM_UNAVAILABLE``.
-8. 400/404/413/415/422 → ``client_error`` / ``UPSTREAM_CLIENT_ERROR`` (status kept).
-9. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (an unclassifiable error advances).
+8. 408/504 → ``unavailable`` / ``UPSTREAM_TIMEOUT``.
+9. Other 5xx → ``unavailable`` / ``UPSTREAM_5XX`` (with ``Retry-After`` when sent).
+10. An in-stream server-side type → ``unavailable`` / ``UPSTREAM_UNAVAILABLE``.
+11. 400/404/413/415/422 → ``client_error`` / ``UPSTREAM_CLIENT_ERROR`` (status kept).
+12. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (an unclassifiable error advances).
 
 ``retry_after_s`` comes from, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an
 HTTP date), the body's ``resets_in_seconds`` / ``resets_at`` / ``retry_after``,
@@ -34,9 +37,7 @@ characters, with the API key (should an upstream echo it) masked.
 
 from __future__ import annotations
 
-import email.utils
 import http
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -44,10 +45,24 @@ from typing import Any, Final
 
 import msgspec
 
-from olp.failures import Code
-from olp.ir import Category, Error
+from olp.failures import (
+    Code,
+    Rule,
+    always,
+    classify_by,
+    epoch_delta,
+    has_any,
+    number,
+    parse_retry_after,
+)
+from olp.failures import cut as cut
+from olp.failures import parse_duration as parse_duration
+from olp.ir import Error
 
-MESSAGE_LIMIT: Final = 300
+__all__ = [
+    "RULES", "UpstreamError", "classify", "classify_stream_error", "cut", "parse_duration",
+    "parse_duration_in", "parse_error_body", "retry_after",
+]
 
 _BILLING_CODES: Final = frozenset({
     "insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
@@ -96,9 +111,6 @@ _CLIENT_STATUSES: Final = frozenset({400, 404, 413, 415, 422})
 _TRY_AGAIN: Final = re.compile(
     r"try again in\s+((?:\d+(?:\.\d+)?\s*(?:ms|hours?|h|minutes?|m|seconds?|s)\s*)+)",
     re.IGNORECASE)
-_DURATION_PART: Final = re.compile(
-    r"(\d+(?:\.\d+)?)(ms|hours?|h|minutes?|m|seconds?|s)", re.IGNORECASE)
-_UNIT_S: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +122,6 @@ class UpstreamError:
     type: str = ""
     code: str = ""
     body: Mapping[str, Any] | None = None  # the error object, for reset fields
-
-
-def cut(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    """``text`` stripped, at most ``limit`` characters (an ellipsis marks a cut)."""
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def parse_error_body(status: int | None, body: bytes | str | Mapping[str, Any] | None,
@@ -149,6 +155,73 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else msgspec.json.encode(value).decode()
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """An :class:`UpstreamError` as the rules read it, with what anchors its reset."""
+
+    error: UpstreamError
+    status: int | None
+    text: str  # message, type and code, lower-cased
+    ids: frozenset[str]  # the type and code, lower-cased, without ""
+    headers: Mapping[str, str]
+    now: float
+
+    @property
+    def in_stream(self) -> bool:
+        return self.status is None
+
+
+def _reset(f: _Facts) -> float | None:
+    return retry_after(f.headers, f.error, now=f.now)
+
+
+def _header_reset(f: _Facts) -> float | None:  # a Retry-After on a 503 is honoured too
+    return _header_retry_after(f.headers, f.error, f.now)
+
+
+def _billing(f: _Facts) -> bool:
+    return bool(f.ids & _BILLING_CODES) or f.status == 402 or (
+        (f.in_stream or f.status in (403, 429)) and has_any(f.text, _BILLING_TEXT))
+
+
+def _window(f: _Facts) -> bool:
+    return (f.in_stream or f.status == 429) and bool(
+        f.ids & _WINDOW_CODES or has_any(f.text, _WINDOW_TEXT))
+
+
+def _policy(f: _Facts) -> bool:
+    return bool(f.ids & _POLICY_CODES) or has_any(f.text, _POLICY_TEXT)
+
+
+def _context(f: _Facts) -> bool:
+    return (f.in_stream or f.status in (400, 413, 422)) and bool(
+        f.ids & _CONTEXT_CODES or has_any(f.text, _CONTEXT_TEXT))
+
+
+RULES: Final[tuple[Rule[_Facts], ...]] = (
+    Rule(Code.BILLING, "billing", _billing),
+    Rule(Code.USAGE_WINDOW, "usage_window", _window, retry_after=_reset),
+    Rule(Code.CONTENT_POLICY, "client_error", lambda f: f.status == 403 and _policy(f)),
+    Rule(Code.UPSTREAM_AUTH, "auth",
+         lambda f: f.status in (401, 403) or (f.in_stream and bool(f.ids & _AUTH_TYPES))),
+    Rule(Code.RATE_LIMITED, "rate_limited",
+         lambda f: f.status == 429 or (f.in_stream and bool(f.ids & _RATE_TYPES)),
+         retry_after=_reset),
+    Rule(Code.CONTEXT_LENGTH, "context_length", _context),
+    Rule(Code.CONTENT_POLICY, "client_error",
+         lambda f: (f.in_stream or f.status in (400, 422)) and _policy(f)),
+    Rule(Code.UPSTREAM_TIMEOUT, "unavailable", lambda f: f.status in (408, 504)),
+    Rule(Code.UPSTREAM_5XX, "unavailable", lambda f: f.status is not None and f.status >= 500,
+         retry_after=_header_reset),
+    Rule(Code.UPSTREAM_UNAVAILABLE, "unavailable",
+         lambda f: f.in_stream and bool(f.ids & _SERVER_TYPES)),
+    Rule(Code.UPSTREAM_CLIENT_ERROR, "client_error", lambda f: f.status in _CLIENT_STATUSES),
+)
+"""The rules 1-11 of the module docstring, in order; rule 12 is :data:`_OTHERWISE`."""
+
+_OTHERWISE: Final[Rule[_Facts]] = Rule(Code.UPSTREAM_ERROR, "unknown", always)
+
+
 def classify(error: UpstreamError, *, headers: Mapping[str, str] | None = None,
              now: float, secret: str | None = None) -> Error:
     """The terminal :class:`Error` for an upstream failure (rules in the module docstring).
@@ -157,47 +230,13 @@ def classify(error: UpstreamError, *, headers: Mapping[str, str] | None = None,
     epoch time that anchors HTTP-date and epoch resets.
     """
     status = error.status
-    text = f"{error.message} {error.type} {error.code}".lower()
-    ids = {error.type.lower(), error.code.lower()} - {""}
-    in_stream = status is None
-
-    def err(code: str, category: Category, retry_after_s: float | None = None) -> Error:
-        message = error.message
-        if secret:
-            message = message.replace(secret, "***")
-        message = cut(message) or _default_message(status, code)
-        return Error(code=code, category=category, message=message, status=status,
-                     retry_after_s=retry_after_s)
-
-    def reset() -> float | None:
-        return retry_after(headers or {}, error, now=now)
-
-    if ids & _BILLING_CODES or status == 402 or (
-            (in_stream or status in (403, 429)) and _has(text, _BILLING_TEXT)):
-        return err(Code.BILLING, "billing")
-    if (in_stream or status == 429) and (ids & _WINDOW_CODES or _has(text, _WINDOW_TEXT)):
-        return err(Code.USAGE_WINDOW, "usage_window", reset())
-    if status == 403 and (ids & _POLICY_CODES or _has(text, _POLICY_TEXT)):
-        return err(Code.CONTENT_POLICY, "client_error")
-    if status in (401, 403) or (in_stream and ids & _AUTH_TYPES):
-        return err(Code.UPSTREAM_AUTH, "auth")
-    if status == 429 or (in_stream and ids & _RATE_TYPES):
-        return err(Code.RATE_LIMITED, "rate_limited", reset())
-    client_side = in_stream or status in (400, 413, 422)
-    if client_side and (ids & _CONTEXT_CODES or _has(text, _CONTEXT_TEXT)):
-        return err(Code.CONTEXT_LENGTH, "context_length")
-    if (in_stream or status in (400, 422)) and (ids & _POLICY_CODES or _has(text, _POLICY_TEXT)):
-        return err(Code.CONTENT_POLICY, "client_error")
-    if status in (408, 504):
-        return err(Code.UPSTREAM_TIMEOUT, "unavailable")
-    if status is not None and status >= 500:  # a Retry-After on a 503 is honoured too
-        return err(Code.UPSTREAM_5XX, "unavailable", _header_retry_after(headers or {}, error,
-                                                                          now))
-    if in_stream and ids & _SERVER_TYPES:
-        return err(Code.UPSTREAM_UNAVAILABLE, "unavailable")
-    if status in _CLIENT_STATUSES:
-        return err(Code.UPSTREAM_CLIENT_ERROR, "client_error")
-    return err(Code.UPSTREAM_ERROR, "unknown")
+    facts = _Facts(error=error, status=status,
+                   text=f"{error.message} {error.type} {error.code}".lower(),
+                   ids=frozenset({error.type.lower(), error.code.lower()} - {""}),
+                   headers=headers or {}, now=now)
+    message = error.message.replace(secret, "***") if secret else error.message
+    return classify_by(RULES, facts, default=_OTHERWISE, message=message,
+                       fallback=lambda code: _default_message(status, code), status=status)
 
 
 def classify_stream_error(payload: Mapping[str, Any] | str, *, now: float,
@@ -225,10 +264,6 @@ def _default_message(status: int | None, code: str) -> str:
     return f"the upstream answered HTTP {status} {phrase}"
 
 
-def _has(text: str, phrases: tuple[str, ...]) -> bool:
-    return any(p in text for p in phrases)
-
-
 # --- when may we try again ---
 
 
@@ -242,50 +277,23 @@ def retry_after(headers: Mapping[str, str], error: UpstreamError, *, now: float
     return parse_duration_in(error.message)
 
 
-def _finite(value: float) -> float | None:
-    return max(0.0, value) if math.isfinite(value) else None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return _finite(float(value))
-    if isinstance(value, str):
-        try:
-            return _finite(float(value.strip()))
-        except ValueError:
-            return None
-    return None
-
-
 def _header_retry_after(headers: Mapping[str, str], error: UpstreamError, now: float
                         ) -> float | None:
-    ms = _number(headers.get("retry-after-ms"))
+    ms = number(headers.get("retry-after-ms"))
     if ms is not None:
         return ms / 1000
-    raw = headers.get("retry-after")
-    if raw is None:
-        return None
-    seconds = _number(raw)
-    if seconds is not None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return _finite(when.timestamp() - now)
+    return parse_retry_after(headers.get("retry-after"), now)
 
 
 def _body_reset(headers: Mapping[str, str], error: UpstreamError, now: float) -> float | None:
     body = error.body or {}
     for key in ("resets_in_seconds", "retry_after", "retry_after_seconds"):
-        value = _number(body.get(key))
+        value = number(body.get(key))
         if value is not None:
             return value
-    at = _number(body.get("resets_at"))
+    at = number(body.get("resets_at"))
     if at is not None:
-        return _epoch_delta(at, now)
+        return epoch_delta(at, now)
     return None
 
 
@@ -296,40 +304,11 @@ def _ratelimit_reset(headers: Mapping[str, str], error: UpstreamError, now: floa
                  and (d := parse_duration(raw)) is not None]
     if durations:
         return max(durations)
-    value = _number(headers.get("x-ratelimit-reset"))
-    return None if value is None else _epoch_delta(value, now)
-
-
-def _epoch_delta(value: float, now: float) -> float | None:
-    """An epoch in milliseconds or seconds becomes a delay; a small number is one already."""
-    if value > 1e11:
-        return _finite(value / 1000 - now)
-    if value > 1e9:
-        return _finite(value - now)
-    return _finite(value)
-
-
-def parse_duration(text: str) -> float | None:
-    """An OpenAI duration (``"20ms"``, ``"1.5s"``, ``"6m0s"``, ``"1h2m3s"``) or plain seconds."""
-    text = text.strip()
-    plain = _number(text)
-    if plain is not None:
-        return plain
-    total, pos = 0.0, 0
-    for m in _DURATION_PART.finditer(text):
-        if text[pos:m.start()].strip():
-            return None
-        total += float(m.group(1)) * _UNIT_S[_unit(m.group(2))]
-        pos = m.end()
-    return _finite(total) if pos and not text[pos:].strip() else None
+    value = number(headers.get("x-ratelimit-reset"))
+    return None if value is None else epoch_delta(value, now)
 
 
 def parse_duration_in(message: str) -> float | None:
     """The delay in a message's "try again in 7m12s" / "try again in 20 seconds"."""
     m = _TRY_AGAIN.search(message)
     return None if m is None else parse_duration(m.group(1).replace(" ", ""))
-
-
-def _unit(unit: str) -> str:
-    unit = unit.lower()
-    return "ms" if unit == "ms" else unit[0]

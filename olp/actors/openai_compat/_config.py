@@ -9,7 +9,7 @@ from typing import Literal
 from .._deadline import Timeouts
 from ._retry import RetryPolicy
 
-#: BRIEF §4 defaults for HTTP hops (mirrors ``olp.config``'s ``HTTP_TIMEOUTS``).
+#: Default deadlines for HTTP hops (mirrors ``olp.config``'s ``HTTP_TIMEOUTS``; docs/adr/0008).
 HTTP_TIMEOUTS = Timeouts(first_output_s=120.0, idle_s=120.0, total_s=600.0)
 
 

@@ -1,4 +1,5 @@
-"""Per-hop retry for HTTP providers (BRIEF §4): which failures are retried, and after how long.
+"""Per-hop retry for HTTP providers: which failures are retried, and after how long
+(``docs/adr/0008-openai-compatible-provider.md``).
 
 Only failures *before any content* reach this module (after content, every failure is
 terminal). Retried, each kind with its own budget:

@@ -23,6 +23,7 @@ re-raises: see :mod:`._body`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +35,7 @@ import trio
 from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
 
+from .._deadline import DeadlineClock, TimeoutWording
 from ._body import Body, OneShot
 from ._chunks import ChunkReader
 from ._classify import classify, classify_stream_error, cut, parse_error_body
@@ -50,6 +52,12 @@ Terminal = Stop | Error
 #: After ``[DONE]``, how long to wait for the body's end so the connection can be reused.
 DRAIN_S: Final = 0.5
 _USER_AGENT: Final = "olp (openai-compatible provider)"
+#: How this runner words its timeout errors; each job prefixes the provider's name.
+_WORDING: Final = TimeoutWording(
+    first_output="no output within {first_output_s:g} s",
+    idle="the stream went silent for {idle_s:g} s",
+    total="no complete answer within {total_s:g} s",
+)
 
 
 class OpenAICompatRunner:
@@ -125,11 +133,9 @@ class _Job:
         self.emit = emit
         self.body = encode_chat_request(request, model,
                                         max_tokens_field=self.config.max_tokens_field)
-        t = self.config.timeouts
-        self.start = trio.current_time()
-        self.total_deadline = self.start + t.total_s
-        self.first_output_deadline = min(self.total_deadline, self.start + t.first_output_s)
-        self.content_seen = False
+        self.clock = DeadlineClock(
+            self.config.timeouts,
+            wording=dataclasses.replace(_WORDING, prefix=f"{self.config.name}: "))
         self.started = False
         self.retries: dict[RetryKind, int] = {}
         self.malformed = 0
@@ -140,14 +146,14 @@ class _Job:
         while True:
             attempt += 1
             terminal = await self._attempt()
-            if isinstance(terminal, Stop) or self.content_seen:
+            if isinstance(terminal, Stop) or self.clock.content_seen:
                 break
             plan = plan_retry(terminal, self.config.retry, self.retries)
             if plan is None:
                 break
             kind, delay = plan
             resume = trio.current_time() + delay
-            if resume >= self.first_output_deadline:  # no time left to answer after it
+            if resume >= self.clock.first_output_deadline:  # no time left to answer after it
                 break
             self.retries[kind] = self.retries.get(kind, 0) + 1
             await self.emit(Retrying(attempt=attempt, category=terminal.category,
@@ -169,14 +175,14 @@ class _Job:
                 return
             self.started = True
         elif is_content(event):
-            self.content_seen = True
+            self.clock.content()
         await self.emit(event)
 
     # -- one attempt -------------------------------------------------------------------------
 
     async def _attempt(self) -> Terminal:
         attempt_start = trio.current_time()
-        headers_deadline = min(self.first_output_deadline,
+        headers_deadline = min(self.clock.first_output_deadline,
                                attempt_start + self.config.first_byte_s)
         try:
             request = self.runner.build_request(self.body)
@@ -208,7 +214,7 @@ class _Job:
     async def _error_response(self, body: Body) -> Error:
         """Classify a non-2xx answer from its status, headers and (bounded) body."""
         raw = b""
-        with trio.move_on_at(min(self.first_output_deadline, trio.current_time() + 10.0)):
+        with trio.move_on_at(min(self.clock.first_output_deadline, trio.current_time() + 10.0)):
             try:
                 raw = await body.read(self.config.max_error_body_bytes)
             except httpx.HTTPError:
@@ -220,7 +226,7 @@ class _Job:
     async def _whole(self, body: Body) -> Terminal:
         """A JSON body where a stream was asked for: one completion (or an error object)."""
         reader = self._reader()
-        with trio.move_on_at(self.first_output_deadline) as scope:
+        with trio.move_on_at(self.clock.first_output_deadline) as scope:
             try:
                 raw = await body.read(self.config.max_json_body_bytes)
             except httpx.HTTPError as exc:
@@ -241,10 +247,8 @@ class _Job:
     async def _stream(self, body: Body) -> Terminal:
         decoder = SSEDecoder(max_event_bytes=self.config.max_event_bytes)
         reader = self._reader()
-        idle_s = self.config.timeouts.idle_s
-        deadline = self.first_output_deadline
         while True:
-            with trio.move_on_at(deadline) as scope:
+            with trio.move_on_at(self.clock.deadline) as scope:
                 try:
                     data = await body.receive()
                 except httpx.HTTPError as exc:
@@ -259,8 +263,7 @@ class _Job:
                         await self._send(event)
                     if reader.done or reader.error is not None:
                         return await self._finish(reader, body=body)
-                    if self.content_seen:  # the idle clock restarts on every event
-                        deadline = min(self.total_deadline, trio.current_time() + idle_s)
+                    self.clock.activity()  # after content, every event restarts idle
                 if data is None:
                     return await self._finish(reader)
                 continue
@@ -290,7 +293,7 @@ class _Job:
 
     async def _drain(self, body: Body) -> None:
         """Read to the end of the body after ``[DONE]`` so the connection can be reused."""
-        with trio.move_on_at(min(self.total_deadline, trio.current_time() + DRAIN_S)):
+        with trio.move_on_at(min(self.clock.total_deadline, trio.current_time() + DRAIN_S)):
             try:
                 while await body.receive() is not None:
                     pass
@@ -299,25 +302,22 @@ class _Job:
 
     def _ended(self, reader: ChunkReader, cause: httpx.HTTPError | None) -> Error:
         why = f" ({cut(type(cause).__name__ + ': ' + str(cause), 120)})" if cause else ""
-        if self.content_seen:
+        if self.clock.content_seen:
             message = f"stream ended early: the upstream stopped mid-answer{why}"
         else:
             message = f"stream ended early: the upstream sent no answer{why}"
         return Error(code=Code.STREAM_ENDED_EARLY, category="unavailable", message=message)
 
     def _timeout(self, deadline: float, *, headers: bool = False) -> Error:
-        t = self.config.timeouts
-        if deadline >= self.total_deadline:
-            code, message = Code.TOTAL_TIMEOUT, f"no complete answer within {t.total_s:g} s"
-        elif self.content_seen:
-            code, message = Code.IDLE_TIMEOUT, f"the stream went silent for {t.idle_s:g} s"
-        elif headers and deadline < self.first_output_deadline:
-            code = Code.FIRST_BYTE_TIMEOUT
-            message = f"no response headers within {self.config.first_byte_s:g} s"
-        else:
-            code = Code.FIRST_OUTPUT_TIMEOUT
-            message = f"no output within {t.first_output_s:g} s"
-        return Error(code=code, category="unavailable", message=f"{self.config.name}: {message}")
+        """The error for ``deadline`` that passed; ``headers``: it was the attempt's headers
+        deadline, which is ``FIRST_BYTE_TIMEOUT`` when it came before the clock's own."""
+        clock = self.clock
+        if (headers and clock.expired(deadline) is Code.FIRST_OUTPUT_TIMEOUT
+                and deadline < clock.first_output_deadline):
+            return Error(code=Code.FIRST_BYTE_TIMEOUT, category="unavailable",
+                         message=f"{self.config.name}: no response headers within "
+                                 f"{self.config.first_byte_s:g} s")
+        return clock.timeout_error(deadline)
 
 
 def _transport_error(exc: httpx.HTTPError) -> Error:

@@ -17,6 +17,7 @@ from olp.ir import ChatRequest, Error
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import VibeParser
+from ._spec import SPEC
 
 
 class VibeAdapter:
@@ -42,4 +43,4 @@ class VibeAdapter:
         return _credentials.preflight(env, home)
 
 
-__all__ = ["VibeAdapter", "VibeParser"]
+__all__ = ["SPEC", "VibeAdapter", "VibeParser"]

@@ -1,6 +1,6 @@
 """Where vibe's Mistral API key lives, what its environment needs, and the pre-spawn check.
 
-Discovery order (as vibe itself and the OLP seed): ``MISTRAL_API_KEY`` in the CLI's environment
+Discovery order (as vibe itself looks): ``MISTRAL_API_KEY`` in the CLI's environment
 (the provider's ``env``, or the proxy's own environment, passed through); else the dotenv file
 ``MISTRAL_VIBE_AUTH_PATH`` names (and no other: a missing file means no key); else
 ``$VIBE_HOME/.env``; else ``~/.vibe/.env``. A file counts when it has a non-empty

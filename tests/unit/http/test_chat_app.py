@@ -188,8 +188,8 @@ async def test_disconnect_mid_stream_kills_the_job(autojump_clock: trio.testing.
     app, actor, spawner = make_app([Line(1, event_line(TextDelta(text="a"))),
                                     *[Line(1, event_line(TextDelta(text="b")))] * 50])
     await nursery.start(actor.run)
-    # quart-trio's test client can hang after disconnect on an unfinished stream (STYLE
-    # pitfall 2): bound the block; under autojump the bound is instant.
+    # quart-trio's test client can hang after disconnect on an unfinished stream (it waits
+    # for the body's end): bound the block; under autojump the bound is instant.
     with trio.move_on_after(30):
         async with app.test_client().request("/v1/chat/completions", method="POST",
                                              headers={**AUTH, "Content-Type": JSON_TYPE}

@@ -1,0 +1,81 @@
+"""The environment variables OLP reads: ``OLP_HOME``, ``OLP_PORT``, ``OLP_BIND``,
+``OLP_LOG_LEVEL``, ``OLP_OWNER_TOKEN`` and ``OLP_FORBID_METERED_FALLBACK``.
+
+Each parser raises :class:`~olp.config.ConfigError` naming the variable; none echoes a secret.
+:func:`olp_home` may create the directory (blocking disk I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final, Literal
+
+from ._schema import ConfigError
+
+DEFAULT_PORT: Final = 4567
+DEFAULT_BIND: Final = "127.0.0.1"
+MIN_OWNER_TOKEN_CHARS: Final = 16
+
+LogLevel = Literal["debug", "info", "warning", "error"]
+_LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
+
+
+def olp_home(environ: Mapping[str, str]) -> Path:
+    raw = environ.get("OLP_HOME", "").strip()
+    if raw:
+        home = Path(raw).expanduser()
+    else:
+        user_home = environ.get("HOME", "").strip()
+        home = (Path(user_home) if user_home else Path.home()) / ".olp"
+    home = home.absolute()
+    try:
+        if not home.exists():
+            home.mkdir(mode=0o700, parents=True)
+            home.chmod(0o700)
+    except OSError as exc:
+        raise ConfigError(f"{home}: cannot create OLP_HOME: {exc.strerror}") from None
+    if not home.is_dir():
+        raise ConfigError(f"{home}: OLP_HOME is not a directory")
+    return home
+
+
+def port(raw: str | None) -> int:
+    if raw is None or not raw.strip():
+        return DEFAULT_PORT
+    try:
+        number = int(raw.strip())
+    except ValueError:
+        number = -1
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"environment: OLP_PORT: expected a port number 0-65535, got {raw!r}")
+    return number
+
+
+def log_level(raw: str | None) -> LogLevel:
+    value = (raw or "").strip().lower() or "info"
+    value = "warning" if value == "warn" else value
+    for level in _LOG_LEVELS:
+        if level == value:
+            return level
+    raise ConfigError(f"environment: OLP_LOG_LEVEL: expected one of "
+                      f"{', '.join(_LOG_LEVELS)}, got {raw!r}")
+
+
+def owner_token(raw: str | None) -> str | None:
+    token = (raw or "").strip()
+    if not token:
+        return None
+    if len(token) < MIN_OWNER_TOKEN_CHARS:  # never echo the value
+        raise ConfigError(f"environment: OLP_OWNER_TOKEN: too short (use at least "
+                          f"{MIN_OWNER_TOKEN_CHARS} random characters)")
+    return token
+
+
+def bind(raw: str | None) -> str:
+    return (raw or "").strip() or DEFAULT_BIND
+
+
+def flag(raw: str | None) -> bool:
+    """A boolean variable: ``1``, ``true``, ``yes`` or ``on`` (any case) is true."""
+    return (raw or "").strip().lower() in {"1", "true", "yes", "on"}
