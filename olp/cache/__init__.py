@@ -15,7 +15,6 @@ The engine consults it per hop, after the skip decisions::
 
 from ._key import KEY_VERSION as KEY_VERSION
 from ._key import cache_key as cache_key
-from ._key import has_cache_control_markers as has_cache_control_markers
 from ._replay import ReplaySource as ReplaySource
 from ._singleflight import OnComplete as OnComplete
 from ._singleflight import Singleflight as Singleflight

@@ -7,20 +7,12 @@ from typing import Any, Final
 
 import msgspec
 
-from olp.ir import ChatRequest, TextPart
+from olp.ir import ChatRequest
 
 #: Bumped whenever the key material changes shape, so old entries simply stop matching.
 KEY_VERSION: Final = 1
 
 _ENCODER: Final = msgspec.json.Encoder(order="sorted")
-
-
-def has_cache_control_markers(request: ChatRequest) -> bool:
-    """Whether the request carries Anthropic ``cache_control`` markers (on text parts, as
-    clients of OpenAI-compatible gateways send them). Such requests are keyed apart, and
-    Anthropic hops with them bypass the cache (docs/adr/0006-cache.md)."""
-    return any(isinstance(p, TextPart) and p.cache_control is not None
-               for m in request.messages for p in m.content)
 
 
 def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
@@ -48,7 +40,7 @@ def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
         "frequency_penalty": _number(request.frequency_penalty),
         "tool_choice": request.tool_choice,
         "response_format": request.response_format,
-        "cache_control": has_cache_control_markers(request),
+        "cache_control": request.has_cache_control_markers(),
     }
     return hashlib.sha256(_ENCODER.encode(material)).hexdigest()
 

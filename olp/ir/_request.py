@@ -85,3 +85,11 @@ class ChatRequest(_IR, frozen=True):
         if self.stop:
             found.append("stop")
         return tuple(found)
+
+    def has_cache_control_markers(self) -> bool:
+        """Whether a text part carries an Anthropic ``cache_control`` marker (as clients of
+        OpenAI-compatible gateways send them): the request asks for Anthropic's own prompt
+        caching. The cache keys such requests apart, and an anthropic hop runs them instead
+        of replaying a stored answer (docs/adr/0006-cache.md)."""
+        return any(isinstance(p, TextPart) and p.cache_control is not None
+                   for m in self.messages for p in m.content)

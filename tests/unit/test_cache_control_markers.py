@@ -10,7 +10,7 @@ import trio.testing
 
 from olp.actors import CliConfig, CliRunner, ProviderActor, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, JsonLinesAdapter, Line, event_line
-from olp.cache import Singleflight, cache_key, has_cache_control_markers
+from olp.cache import Singleflight, cache_key
 from olp.engine import Hop, RequestContext, Sources
 from olp.ir import ChatRequest, Event, TextDelta
 from olp.ir.openai import decode_chat_request
@@ -25,8 +25,8 @@ def request(marked: bool) -> ChatRequest:
 
 
 def test_markers_are_decoded_and_keyed_apart() -> None:
-    assert has_cache_control_markers(request(True))
-    assert not has_cache_control_markers(request(False))
+    assert request(True).has_cache_control_markers()
+    assert not request(False).has_cache_control_markers()
     assert cache_key(request(True), provider="p", model="m") != \
         cache_key(request(False), provider="p", model="m")
 

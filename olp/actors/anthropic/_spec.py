@@ -5,7 +5,7 @@ from __future__ import annotations
 from olp.actors._adapter import CliAdapter
 from olp.actors._deadline import Timeouts
 from olp.actors.kit import ProviderSpec
-from olp.ir import ChatRequest, TextPart
+from olp.ir import ChatRequest
 
 from . import _credentials
 
@@ -14,14 +14,6 @@ def _adapter() -> CliAdapter:
     from . import AnthropicAdapter  # the package imports this module first
 
     return AnthropicAdapter()
-
-
-def has_cache_control_markers(request: ChatRequest) -> bool:
-    """Whether the request carries Anthropic ``cache_control`` markers (on text parts, as
-    clients of OpenAI-compatible gateways send them): such requests ask for Anthropic's own
-    prompt caching, so an anthropic hop runs them instead of replaying a stored answer."""
-    return any(isinstance(p, TextPart) and p.cache_control is not None
-               for m in request.messages for p in m.content)
 
 
 SPEC = ProviderSpec(
@@ -39,7 +31,7 @@ SPEC = ProviderSpec(
     max_idle_s=300.0,
     max_idle_reason="claude abandons a silent stream after ~300 s and re-asks",
     risk_tier="D",
-    cache_bypass=has_cache_control_markers,
+    cache_bypass=ChatRequest.has_cache_control_markers,
     capabilities="registry",
     probe_model="claude-haiku-4-5",
 )
