@@ -41,3 +41,7 @@ bench:
     {{py}} -m bench.cache_hits --write docs/benchmarks.md
     {{py}} -m bench.passthrough --write docs/benchmarks.md
     {{py}} -m bench.sandbox_overhead --write docs/benchmarks.md
+
+# Fault soak (--requests N, default 10,000; --concurrency C, default 16); exit 1 on a leak or a truncated answer
+soak *args:
+    {{py}} -m bench.soak --write docs/benchmarks.md {{args}}

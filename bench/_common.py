@@ -419,3 +419,77 @@ def run_main(main: Callable[[], int], module: str) -> NoReturn:
         sys.exit(main())
     except BenchError as exc:
         sys.exit(f"{module}: {exc}")
+
+
+# -- /proc: processes and memory (Linux) -------------------------------------------------------
+
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def live(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    fields = _stat_fields(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def all_pids() -> list[int]:
+    """Every process id in ``/proc``."""
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below ``pid`` (children, grandchildren, …), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for child in all_pids():
+        fields = _stat_fields(child)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(child)
+    found: set[int] = set()
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return {p for p in found if live(p)}
+
+
+def processes_with_env(entry: str) -> set[int]:
+    """Live processes whose environment holds ``entry`` (``NAME=value``); only the caller's
+    own processes are readable, which is all this is for."""
+    wanted = entry.encode()
+    found = set()
+    for pid in all_pids():
+        try:
+            env = Path(f"/proc/{pid}/environ").read_bytes()
+        except OSError:
+            continue
+        if wanted in env.split(b"\0") and live(pid):
+            found.add(pid)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """A process's command line, arguments joined by spaces ('' if gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def rss_kib(pid: int) -> int:
+    """A process's resident set size (``VmRSS``) in KiB; 0 if unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0

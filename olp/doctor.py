@@ -1,5 +1,6 @@
-"""``olp doctor``: each provider's binary, version, credentials, risk tier and state, with the
-fix for every problem found (the install hints are the provider kit's); ``--probe`` also sends
+"""``olp doctor``: each provider's binary, version, credentials (subscription or metered, and
+why), risk tier and state, with the fix for every problem found (the install hints are the
+provider kit's), then each chain left with no usable entry and why; ``--probe`` also sends
 each usable provider one tiny request (the model its spec names)."""
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from typing import TextIO
 import trio
 
 from olp import providers
-from olp.config import Settings
+from olp.config import Settings, load_registry
 from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
+from olp.routing import build_router
 
 PROBE = ChatRequest(model="probe", messages=(
     Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
@@ -21,10 +23,11 @@ PROBE = ChatRequest(model="probe", messages=(
 
 def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
     """Print the report; 0 when at least one provider is usable (and, with ``probe``,
-    answered), else 1."""
+    answered) and no chain is left without a usable entry, else 1."""
     logging.disable(logging.WARNING)  # the report says it all; no log lines in between
     try:
         runtime = providers.build(settings, os.environ)
+        router = build_router(settings, load_registry(), runtime.providers)
     finally:
         logging.disable(logging.NOTSET)
     for report in runtime.reports.values():
@@ -47,6 +50,9 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
                   file=out)
         if report.enabled and report.kind == "cli" and report.binary:
             print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
+        if report.enabled:
+            print(f"  credential:  metered ({report.metered_by})" if report.metered_by else
+                  "  credential:  subscription", file=out)
         if report.sandbox == "bubblewrap":
             print("  sandbox:     bubblewrap (sees only the system, its installation and its "
                   "own temporary home)", file=out)
@@ -55,12 +61,16 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
                   f"(providers.{report.name}.sandbox: false)", file=out)
         for problem, fix in zip(report.problems, report.fixes, strict=True):
             print(f"  problem:     {problem}\n  fix:         {fix}", file=out)
+    for chain, reason in router.unusable_chains.items():
+        print(f"chain {chain}: PROBLEM no usable entry (requests to it answer 503): {reason}",
+              file=out)
     if probe and usable:
         results = trio.run(_probe_all, runtime, [r.name for r in usable])
         for name, outcome in results.items():
             print(f"probe {name:<10} {outcome}", file=out)
-        return 0 if any(o.startswith("ok") for o in results.values()) else 1
-    return 0 if usable else 1
+        answered = any(o.startswith("ok") for o in results.values())
+        return 0 if answered and not router.unusable_chains else 1
+    return 0 if usable and not router.unusable_chains else 1
 
 
 async def _probe_all(runtime: providers.Runtime, names: list[str]) -> dict[str, str]:

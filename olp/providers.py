@@ -45,6 +45,7 @@ class Report:
     enabled: bool
     metered: bool
     max_concurrent: int
+    metered_by: str | None = None  # why it is metered: the credential's source, or the config
     risk_tier: str | None = None  # the kit's tier (D, C, B or A); None for an unknown kind
     binary: str | None = None
     version: str | None = None
@@ -59,6 +60,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "enabled": self.enabled, "metered": self.metered,
+                "metered_by": self.metered_by,
                 "risk_tier": self.risk_tier, "binary": self.binary, "version": self.version,
                 "credentials": self.credentials, "sandbox": self.sandbox,
                 "problems": self.problems}
@@ -85,12 +87,19 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
     for name in settings.provider_names():
         provider = settings.provider(name)
         spec = provider.spec
-        report = Report(name, provider.kind, provider.enabled, provider.metered,
-                        provider.max_concurrent, spec.risk_tier if spec else None)
+        metered_by = metered_source(settings, provider, environ)
+        report = Report(name, provider.kind, provider.enabled, metered_by is not None,
+                        provider.max_concurrent, metered_by,
+                        spec.risk_tier if spec else None)
         runtime.reports[name] = report
-        runtime.providers[name] = Provider(provider, running=False, credentials=False)
         if not provider.enabled:
+            runtime.providers[name] = Provider(
+                provider, running=False, credentials=False, metered=report.metered,
+                problem="disabled",
+                fix=f"set providers.enabled.{name} to true (or remove it)")
             continue
+        runtime.providers[name] = Provider(provider, running=False, credentials=False,
+                                           metered=report.metered)
         runner: JobRunner | None
         if spec is not None and spec.kind == "http":
             runner = _http_runner(name, provider, environ, report)
@@ -102,15 +111,32 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
         if runner is None:
             for problem in report.problems:
                 log.warning("provider skipped: %s", problem, extra={"provider": name})
+            runtime.providers[name] = Provider(
+                provider, running=False, credentials=False, metered=report.metered,
+                problem="; ".join(report.problems), fix="; ".join(report.fixes))
             continue
         if not report.credentials:
             log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
                         extra={"provider": name, "fix": report.fixes[-1]})
         runtime.actors[name] = ProviderActor(name, runner,
                                              max_concurrent=provider.max_concurrent)
-        runtime.providers[name] = Provider(provider, running=True,
-                                           credentials=report.credentials)
+        runtime.providers[name] = Provider(
+            provider, running=True, credentials=report.credentials, metered=report.metered,
+            problem="" if report.credentials else "no credentials",
+            fix="" if report.credentials else report.fixes[-1])
     return runtime
+
+
+def metered_source(settings: Settings, provider: ProviderSettings,
+                   environ: Mapping[str, str]) -> str | None:
+    """Why ``provider`` is metered, or ``None``: ``providers.<name>.metered`` when the config
+    says (an override either way), else what the kit detects from where its credential comes
+    from (:meth:`olp.actors.kit.ProviderSpec.metered_by`)."""
+    block = settings.config.providers.blocks.get(provider.name)
+    if block is not None and block.metered is not None:
+        return f"providers.{provider.name}.metered is true" if block.metered else None
+    spec = provider.spec
+    return spec.metered_by(provider.env, environ) if spec is not None else None
 
 
 def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,

@@ -1,19 +1,22 @@
-"""Building the routes from the config and the models registry, validated at start-up.
+"""Building the routes from the config and the models registry, validated at start-up, and
+the ``GET /v1/models`` listing they make.
 
 Each chain entry is checked: an unknown provider, a provider that is not running (disabled,
 binary not found), one without credentials, or a metered provider without the entry's
 ``metered: true`` consent (or with ``OLP_FORBID_METERED_FALLBACK=1``) is pruned with a
-warning; repeats of a (provider, model) are dropped; a chain with nothing usable left is a
-start-up error naming it.
+warning; repeats of a (provider, model) are dropped. A chain with nothing usable left does
+not stop the proxy: it is logged, listed by ``/health`` and ``olp doctor`` with the reason,
+and a request to it answers 503 naming what is missing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from olp.config import ChainEntry, ConfigError, ProviderSettings, Registry, Settings
+from olp.config import ChainEntry, ProviderSettings, Registry, Settings
 from olp.engine import Capabilities, Hop, Router
 from olp.engine._routes import dedupe
 
@@ -27,17 +30,23 @@ UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=Tru
 
 @dataclass(frozen=True, slots=True)
 class Provider:
-    """A provider as routing sees it: its settings and whether it can answer now."""
+    """A provider as routing sees it: its settings, whether it can answer now, whether it is
+    metered (configured, or detected from its credential), and when it cannot answer, the
+    problem and its fix."""
 
     settings: ProviderSettings
     running: bool
     credentials: bool
+    metered: bool = False
+    problem: str = ""
+    fix: str = ""
 
 
 def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
-            registry: Registry, *, name: str = "") -> Hop:
+            registry: Registry, *, name: str = "", metered: bool | None = None) -> Hop:
     """A hop to ``provider``/``model`` with its capabilities and context window, found where
     the provider's spec says: everything passed through, or the models registry."""
+    metered = provider.metered if metered is None else metered
     spec = provider.spec
     if spec is None or spec.capabilities == "passthrough":
         caps, window = HTTP_CAPABILITIES, None
@@ -51,57 +60,90 @@ def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
             window = known.context_window
             model = known.model
     if entry is None:
-        return Hop(provider.name, model, name, metered=provider.metered, context_window=window,
+        return Hop(provider.name, model, name, metered=metered, context_window=window,
                    capabilities=caps)
     return Hop(provider.name, model, entry.label,
                on=frozenset(entry.on) if entry.on is not None else None,
-               metered=provider.metered, unsupported=entry.unsupported, context_window=window,
+               metered=metered, unsupported=entry.unsupported, context_window=window,
                capabilities=caps)
 
 
 def build_router(settings: Settings, registry: Registry,
                  providers: Mapping[str, Provider]) -> Router:
-    """The router for ``olp start``; raises :class:`ConfigError` for an unusable chain."""
+    """The router for ``olp start``. A chain left with no usable entry is logged (a warning)
+    and kept as :attr:`Router.unusable_chains`, with the reason; it never raises."""
     running = [n for n, p in providers.items() if p.running]
 
-    def usable(where: str, entries: Sequence[ChainEntry]) -> list[Hop]:
-        hops = []
+    def usable(where: str, entries: Sequence[ChainEntry]) -> tuple[list[Hop], list[str]]:
+        hops, reasons = [], []
         for i, entry in enumerate(entries):
-            at = f"{where}[{i}] ({entry.label})"
-            provider = providers.get(entry.provider)
-            if provider is None:
-                log.warning("chain entry pruned: unknown provider", extra={"entry": at})
-            elif not provider.running:
-                log.warning("chain entry pruned: provider not running (disabled or binary "
-                            "not found)", extra={"entry": at})
-            elif not provider.credentials:
-                log.warning("chain entry pruned: provider has no credentials",
-                            extra={"entry": at})
-            elif provider.settings.metered and not entry.metered:
-                log.warning("chain entry pruned: the provider is metered; the entry must say "
-                            '"metered": true to consent to spend', extra={"entry": at})
-            elif provider.settings.metered and settings.forbid_metered_fallback:
-                log.warning("chain entry pruned: OLP_FORBID_METERED_FALLBACK=1",
-                            extra={"entry": at})
+            why = _pruned(entry, providers.get(entry.provider), settings)
+            if why is None:
+                provider = providers[entry.provider]
+                hops.append(hop_for(entry, provider.settings, entry.model, registry,
+                                    metered=provider.metered))
             else:
-                hops.append(hop_for(entry, provider.settings, entry.model, registry))
-        return list(dedupe(hops))
+                log.warning("chain entry pruned: %s", why,
+                            extra={"entry": f"{where}[{i}] ({entry.label})"})
+                reasons.append(f"{entry.label}: {why}")
+        return list(dedupe(hops)), reasons
 
     routing = settings.config.routing
-    chains = {}
+    chains, unusable = {}, {}
     for name, entries in routing.chains.items():
-        hops = usable(f"routing.chains.{name}", entries)
-        if not hops:
-            raise ConfigError(f"routing.chains.{name}: no usable entry left (see the warnings "
-                              "above: unknown, disabled, missing binary or credentials, or "
-                              "metered without consent)")
-        chains[name] = hops
-    defaults = usable("routing.default_fallbacks", routing.default_fallbacks)
+        hops, reasons = usable(f"routing.chains.{name}", entries)
+        if hops:
+            chains[name] = hops
+        else:
+            unusable[name] = "; ".join(reasons) or "it has no entries"
+            log.warning("chain has no usable entry: requests to it answer 503 until fixed "
+                        "(see olp doctor)", extra={"chain": name, "reason": unusable[name]})
+    defaults, _ = usable("routing.default_fallbacks", routing.default_fallbacks)
 
     def lookup(model: str) -> Hop | None:
         entry = registry.resolve(model)
         if entry is None or entry.provider not in providers:
             return None
-        return hop_for(None, providers[entry.provider].settings, entry.model, registry)
+        provider = providers[entry.provider]
+        return hop_for(None, provider.settings, entry.model, registry,
+                       metered=provider.metered)
 
-    return Router(lookup, providers=running, chains=chains, default_fallbacks=defaults)
+    unserved = {name: f"{p.problem} (fix: {p.fix}; see `olp doctor`)"
+                for name, p in providers.items() if not p.running}
+    return Router(lookup, providers=running, chains=chains, default_fallbacks=defaults,
+                  unusable=unusable, unserved=unserved)
+
+
+def _pruned(entry: ChainEntry, provider: Provider | None, settings: Settings) -> str | None:
+    """Why a chain entry cannot be used (what is missing), or ``None`` when it can."""
+    if provider is None:
+        return f"unknown provider `{entry.provider}`"
+    if not provider.running:
+        return provider.problem or "provider not running"
+    if not provider.credentials:
+        return "no credentials"
+    if provider.metered and not entry.metered:
+        return ('the provider is metered; the entry must say "metered": true to consent '
+                "to spend")
+    if provider.metered and settings.forbid_metered_fallback:
+        return "metered, and OLP_FORBID_METERED_FALLBACK=1"
+    return None
+
+
+def model_listing(registry: Registry, router: Router,
+                  running: Collection[str]) -> list[dict[str, Any]]:
+    """The ``GET /v1/models`` rows, each id once: every usable chain (``owned_by: "olp"``),
+    then the registry's models and aliases of running providers (``owned_by`` the provider)
+    that no chain shadows (a chain named like an alias wins, as it does for requests)."""
+    chains = router.chain_names
+    rows = [_row(name, "olp") for name in chains if name not in router.unusable_chains]
+    seen = set(chains)
+    for m in registry.models():
+        if m.owned_by in running and m.id not in seen:
+            seen.add(m.id)
+            rows.append(_row(m.id, m.owned_by, m.created))
+    return rows
+
+
+def _row(model: str, owned_by: str, created: int = 0) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": created, "owned_by": owned_by}

@@ -1,8 +1,10 @@
 """``olp start``: the store, the provider actors, the engine and Hypercorn, under one nursery.
 
-Shutdown: the first SIGTERM/SIGINT stops accepting connections and lets in-flight streams
-finish for up to ``server.drain_grace_s``; then they are cancelled (their CLIs' process
-groups killed). A second signal cancels everything at once.
+Shutdown: the first SIGTERM/SIGINT stops accepting connections, closes idle keep-alive
+connections and lets in-flight streams finish for up to ``server.drain_grace_s``; then they are
+cancelled (their CLIs' process groups killed). A second signal cancels everything at once.
+SIGHUP is logged and ignored. The proxy's run directory holds its spawns' job directories;
+the leftovers of a killed proxy are reaped at start (ADR 0011).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 from collections.abc import Mapping
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import hypercorn.config
@@ -22,12 +25,12 @@ import msgspec
 import trio
 
 from olp import __version__, logs, providers
-from olp.actors import ProviderActor, Sandbox
+from olp.actors import CURRENT_RUN_DIR, ProviderActor, RunDir, Sandbox, reap_leftovers
 from olp.cache import CacheStore, Singleflight
-from olp.config import Registry, Settings, load_registry
+from olp.config import Settings, load_registry
 from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
 from olp.http import HeaderPolicy, Services, create_app
-from olp.routing import build_router
+from olp.routing import build_router, model_listing
 from olp.store import (
     HEALTH_STATE,
     LEDGER_STATE,
@@ -38,6 +41,9 @@ from olp.store import (
 )
 
 log = logging.getLogger("olp.server")
+
+#: Where a generated owner key goes when stdout is not an interactive terminal.
+OWNER_KEY_FILE = "owner-key.txt"
 
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
@@ -112,26 +118,50 @@ def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
             for name, block in settings.config.routing.soft_triggers.items()}
 
 
-def model_listing(registry: Registry, router_chains: list[str],
-                  providers: list[str]) -> list[dict[str, Any]]:
-    rows = [{"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
-            for m in registry.models() if m.owned_by in providers]
-    rows += [{"id": name, "object": "model", "created": 0, "owned_by": "olp"}
-             for name in router_chains]
-    return rows
+def hand_over_owner_key(token: str, home: Path) -> None:
+    """Show a generated owner key once: on stdout when it is an interactive terminal; else
+    (a service manager's journal, a log file) in a file only the owner can read, whose path
+    is logged — never the key. Only the key's hash is stored."""
+    if sys.stdout is not None and sys.stdout.isatty():
+        print(f"OLP owner key (shown once, stored hashed): {token}", flush=True)
+        return
+    path = home / OWNER_KEY_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        os.fchmod(fd, 0o600)  # also when an old file was there
+        f.write(f"{token}\n")
+    log.warning("generated the owner key: read it from this file, then delete the file",
+                extra={"path": str(path)})
+
+
+def _open_run_dir() -> RunDir:
+    """Reap what killed proxies left behind, then make this proxy's run directory."""
+    reaped = reap_leftovers()
+    if reaped:
+        log.warning("removed what a killed proxy left behind",
+                    extra={"paths": [str(p) for p in reaped]})
+    return RunDir.create()
 
 
 async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
                 task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve until a signal (or cancellation). ``task_status.started`` gets the bound URLs."""
-    environ = os.environ if environ is None else environ
+    run_dir = await trio.to_thread.run_sync(_open_run_dir)
+    CURRENT_RUN_DIR.set(run_dir)  # this task's context: every job started below inherits it
+    try:
+        await _serve(settings, os.environ if environ is None else environ, task_status)
+    finally:
+        run_dir.close()  # every CLI is reaped by now
+
+
+async def _serve(settings: Settings, environ: Mapping[str, str],
+                 task_status: trio.TaskStatus[list[str]]) -> None:
     db = await trio.to_thread.run_sync(Database, settings.db_path)
     try:
         keys = AsyncKeyStore(KeyStore(db))
         new_owner_token = await keys.ensure_owner(settings.owner_token)
         if new_owner_token is not None:
-            # Shown once, on stdout (logs go to stderr); only its hash is stored.
-            print(f"OLP owner key (shown once, stored hashed): {new_owner_token}", flush=True)
+            hand_over_owner_key(new_owner_token, settings.home)
         registry = await trio.to_thread.run_sync(load_registry)
         runtime = providers.build(settings, environ)
         actors = runtime.actors
@@ -155,10 +185,12 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
         flights = Singleflight(max_buffer=settings.config.cache.max_client_buffer_events)
         engine = Engine(router, actors, health=health, ledger=ledger,
                         sources=Sources(cache, flights if cache is not None else None),
-                        on_change=changes.notify)
+                        on_change=changes.notify,
+                        cli_retry_budget_s={n: p.settings.cli_retry_budget_s
+                                            for n, p in runtime.providers.items()})
         services = Services(
             engine=engine, keys=keys,
-            models=partial(model_listing, registry, list(router.chain_names), list(actors)),
+            models=partial(model_listing, registry, router, frozenset(actors)),
             actors=actors, cache=cache, flights=flights,
             provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
             headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
@@ -187,6 +219,7 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
     config = hypercorn.config.Config()
     config.bind = [f"{settings.bind}:{settings.port}"]
     config.graceful_timeout = settings.config.server.drain_grace_s  # default 3 s is too short
+    config.keep_alive_timeout = settings.config.server.keep_alive_s
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     shutdown = trio.Event()
@@ -197,7 +230,8 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
                 await inner.start(actor.run)
 
             async def http(*, task_status: trio.TaskStatus[list[str]]) -> None:
-                await hypercorn.trio.serve(app, config, shutdown_trigger=shutdown.wait,
+                await hypercorn.trio.serve(_last_send_shielded(app), config,
+                                           shutdown_trigger=shutdown.wait,
                                            task_status=task_status)
                 inner.cancel_scope.cancel(reason="HTTP server stopped")  # reaps the CLIs
 
@@ -209,12 +243,36 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
     log.info("stopped")
 
 
+def _last_send_shielded(app: Any) -> Any:
+    """The ASGI ``app`` with each response's last body message sent shielded.
+
+    Hypercorn arms a connection's keep-alive timer from inside that last ``send``, after it
+    has told the app the stream is closed; Quart-Trio cancels its request task on hearing so.
+    Cancelled there, the timer never starts: the idle connection would stay open forever and
+    hold a SIGTERM drain for its whole grace period. (Hypercorn shields the socket write
+    itself already, so this adds no new wait.)"""
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        async def send_last_shielded(message: Any) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                with trio.CancelScope(shield=True):
+                    await send(message)
+            else:
+                await send(message)
+
+        await app(scope, receive, send_last_shielded if scope["type"] == "http" else send)
+
+    return asgi
+
+
 async def _watch_signals(shutdown: trio.Event, hard_stop: trio.CancelScope) -> None:
-    """First SIGTERM/SIGINT: drain. Second: stop now. Kept open for the whole run, so a
-    second signal never falls back to Python's default handling."""
-    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+    """First SIGTERM/SIGINT: drain. Second: stop now. SIGHUP (a closing terminal; reload is
+    not supported yet): logged and ignored. Kept open for the whole run, so a signal never
+    falls back to Python's default handling (which, for SIGHUP, is to die)."""
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
-            if shutdown.is_set():
+            if signum == signal.SIGHUP:
+                log.warning("reload not supported yet; ignored", extra={"signal": signum})
+            elif shutdown.is_set():
                 log.warning("second signal: stopping now", extra={"signal": signum})
                 hard_stop.cancel(reason="second signal")
             else:

@@ -22,6 +22,9 @@ from ._process import ProcessSpawner as ProcessSpawner
 from ._process import Spawner as Spawner
 from ._process import SpawnError as SpawnError
 from ._process import SpawnSpec as SpawnSpec
+from ._run_dir import CURRENT_RUN_DIR as CURRENT_RUN_DIR
+from ._run_dir import RunDir as RunDir
+from ._run_dir import reap_leftovers as reap_leftovers
 from ._sandbox import BWRAP_HINT as BWRAP_HINT
 from ._sandbox import Sandbox as Sandbox
 from ._sandbox import find_bwrap as find_bwrap

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from ._adapter import CapabilityMissing, CliAdapter, Invocation
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
+from ._run_dir import job_dir
 from ._sandbox import Sandbox
 
 Emit = Callable[[Event], Awaitable[None]]
@@ -82,8 +82,9 @@ class CliRunner:
         terminal: Event | None = self.preflight()
         if terminal is None:
             # The job's directories are made and removed synchronously: a few small local
-            # file operations, and a cleanup with no checkpoint cannot be interrupted.
-            base = Path(tempfile.mkdtemp(prefix="olp-job-"))
+            # file operations, and a cleanup with no checkpoint cannot be interrupted. They
+            # live in the proxy's run directory, which the next start reaps after a crash.
+            base = job_dir()
             try:
                 terminal = await self._spawn_and_read(request, model, base, emit)
             finally:

@@ -3,12 +3,19 @@
 The :class:`Spawner` protocol is the seam between the actor's logic (deadlines, parsing,
 cancellation) and real processes: :class:`ProcessSpawner` runs real subprocesses, and
 :mod:`olp.actors.testing` has a scripted fake for ``MockClock`` tests.
+
+The group dies with the proxy too, even on ``kill -9``: each spawn starts with a watcher in
+its group that waits on a pipe only the proxy can write to and kills the group when the pipe
+breaks; the group is also recorded in the proxy's run directory for the next start to reap
+(``_run_dir.py``, ``docs/adr/0011-spawns-die-with-the-proxy.md``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -19,6 +26,7 @@ from typing import Protocol
 
 import trio
 
+from . import _run_dir
 from ._lines import LineReader
 
 STDERR_TAIL_BYTES = 16_384
@@ -68,6 +76,39 @@ class Spawner(Protocol):
         ...
 
 
+_lifeline: tuple[int, int] | None = None
+
+
+def _with_lifeline(argv: Sequence[str]) -> tuple[list[str], tuple[int, ...]]:
+    """``argv`` behind a watcher that kills its process group when this process dies.
+
+    ``/bin/sh`` starts the watcher in the background, then ``exec``s the CLI (same pid, same
+    group, same exit status). The watcher reads a pipe whose write end only this process holds
+    (never inherited); the kernel closes it when the proxy dies, however it dies, and the read
+    returns. A ``PR_SET_PDEATHSIG`` would not do: it fires when the *thread* that forked the
+    child exits, and Trio forks in worker threads that exit after 10 s idle (ADR 0011).
+    Returns the argv and the file descriptors to pass. Linux only (``/proc/self/fd``);
+    elsewhere ``argv`` is returned unchanged."""
+    global _lifeline
+    if not os.path.isdir("/proc/self/fd"):  # pragma: no cover - not Linux
+        return list(argv), ()
+    if _lifeline is None:
+        _lifeline = os.pipe()  # both ends close-on-exec; the read end is passed explicitly
+    watcher = (f"(read -r _ </proc/self/fd/{_lifeline[0]}; kill -s KILL 0) "
+               '</dev/null >/dev/null 2>&1 & exec "$@"')
+    return ["/bin/sh", "-c", watcher, "olp-spawn", *argv], (_lifeline[0],)
+
+
+def _unstartable(argv0: str, env: Mapping[str, str]) -> OSError | None:
+    """Why ``argv0`` cannot be executed (checked here: behind the watcher's ``sh`` a missing
+    binary would only be an exit status)."""
+    if shutil.which(argv0, path=env.get("PATH", os.defpath)) is not None:
+        return None
+    if os.sep in argv0 and os.path.exists(argv0):
+        return PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+
+
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -115,7 +156,9 @@ class _RealProcess:
 class ProcessSpawner:
     """Real subprocesses: own session and process group, every pipe drained.
 
-    ``kill_grace`` is the time between SIGTERM and SIGKILL when a job is cancelled.
+    ``kill_grace`` is the time between SIGTERM and SIGKILL when a job is cancelled. Each
+    spawn runs behind a lifeline watcher (:func:`_with_lifeline`) and its group is recorded in
+    the current run directory, if any, until it has been swept.
     """
 
     def __init__(self, *, kill_grace: float = 3.0) -> None:
@@ -124,13 +167,17 @@ class ProcessSpawner:
     @contextlib.asynccontextmanager
     async def open(self, spec: SpawnSpec) -> AsyncIterator[CliProcess]:
         tail = bytearray()
-        failure: OSError | None = None
+        failure: OSError | None = _unstartable(spec.argv[0], spec.env)
         pgid: int | None = None
+        run_dir = _run_dir.CURRENT_RUN_DIR.get()
         try:
             async with trio.open_nursery() as nursery:
                 try:
+                    if failure is not None:
+                        raise failure
+                    argv, pass_fds = _with_lifeline(spec.argv)
                     proc: trio.Process = await nursery.start(partial(
-                        trio.run_process, list(spec.argv),
+                        trio.run_process, argv, pass_fds=pass_fds,
                         stdin=spec.stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         check=False, start_new_session=True, cwd=spec.cwd, env=dict(spec.env),
                         deliver_cancel=partial(_terminate_group, self.kill_grace)))
@@ -138,6 +185,8 @@ class ProcessSpawner:
                     failure = exc
                 else:
                     pgid = proc.pid
+                    if run_dir is not None:
+                        run_dir.record_group(pgid)
                     assert proc.stderr is not None
                     drained = trio.Event()
                     nursery.start_soon(_drain_tail, proc.stderr, tail, drained)
@@ -150,8 +199,11 @@ class ProcessSpawner:
         finally:
             if pgid is not None:
                 # The leader is reaped; sweep anything left in its group (a grandchild that
-                # ignored TERM, or one the CLI forgot). Never wait on it.
+                # ignored TERM, or one the CLI forgot, and the lifeline watcher). Never wait
+                # on it.
                 _signal_group(pgid, signal.SIGKILL)
+                if run_dir is not None:
+                    run_dir.forget_group(pgid)
         if failure is not None:
             raise SpawnError(f"{spec.argv[0]}: {failure.strerror or failure}",
                              not_found=isinstance(failure, (FileNotFoundError, PermissionError)))

@@ -13,9 +13,12 @@ capability dropped, and sees only:
   credential files linked into that home (so a CLI's own token refresh persists);
 * a private ``/tmp``, ``/proc`` of its own PID namespace, a minimal ``/dev``.
 
-Not the owner's home, not ``OLP_HOME``, not other spawns' directories. ``--die-with-parent``
-ends the sandbox when the proxy dies, even by ``kill -9``, and the PID namespace takes every
-process inside with it. See ``docs/adr/0009-cli-spawns-are-models-not-agents.md``.
+Not the owner's home, not ``OLP_HOME``, not other spawns' directories. The spawner's lifeline
+watcher kills the sandbox's process group when the proxy dies, even by ``kill -9``, and the PID
+namespace takes every process inside with it. Not ``--die-with-parent``: it fires when the
+*thread* that forked bubblewrap exits, and Trio forks in worker threads that end after 10 s
+idle, mid-answer. See ``docs/adr/0009-cli-spawns-are-models-not-agents.md`` and
+``docs/adr/0011-spawns-die-with-the-proxy.md``.
 """
 
 from __future__ import annotations
@@ -58,8 +61,7 @@ class Sandbox:
         ``workdir``) and each existing ``writable`` file bound read-write, ``workdir`` as the
         current directory. Pure: reads only the file system's shape (which system paths exist
         and which are links)."""
-        args = [self.bwrap, "--unshare-all", "--share-net", "--die-with-parent",
-                "--cap-drop", "ALL"]
+        args = [self.bwrap, "--unshare-all", "--share-net", "--cap-drop", "ALL"]
         for top in SYSTEM_DIRS:
             path = Path(top)
             if path.is_symlink():

@@ -60,8 +60,10 @@ class ProviderSpec:
     - ``install_hint``: how to install (and log into) it, as ``olp doctor`` prints it.
     - ``adapter``: makes the CLI's :class:`~olp.actors.CliAdapter`.
     - ``credentials``: where its login is found (:class:`~olp.actors.kit.Credentials`).
-    - ``metered_env``: variables whose presence means metered (per-token) spend.
-    - ``metered``: whether the provider is metered when its config block does not say.
+    - ``metered_env``: variables whose presence in the CLI's environment means metered
+      (per-token) spend: an API key rather than a subscription login (see
+      :meth:`metered_by`).
+    - ``metered``: whether the provider is metered whatever its credential (HTTP kinds).
     - ``timeouts``: the default deadlines; ``max_idle_s`` an idle deadline the config must
       stay below, ``max_idle_reason`` why (shown in the config error).
     - ``risk_tier``: see :data:`RiskTier`; carried into ``/health`` and ``olp doctor``.
@@ -97,6 +99,24 @@ class ProviderSpec:
         if self.max_idle_s is not None and self.timeouts.idle_s >= self.max_idle_s:
             raise ValueError(f"provider spec {self.name!r}: default idle_s must be below "
                              f"max_idle_s")
+
+    def metered_by(self, configured_env: Mapping[str, str],
+                   proxy_env: Mapping[str, str]) -> str | None:
+        """Why this provider is metered, or ``None`` when it is not: a ``metered_env``
+        variable that reaches the CLI non-empty, from the provider's configured ``env`` or
+        passed through from the proxy's environment by its credentials' ``spawn_env`` (the
+        variables the CLI actually gets); for a kind that is always metered, that."""
+        if self.metered:
+            return f"the {self.name} kind is metered by default"
+        if self.credentials is None:
+            return None
+        passed = self.credentials.spawn_env(proxy_env)
+        for var in self.metered_env:
+            if configured_env.get(var, "").strip():
+                return f"{var} in providers.{self.name}.env"
+            if var not in configured_env and passed.get(var, "").strip():
+                return f"{var} in the proxy's environment"
+        return None
 
 
 def builtin_specs() -> tuple[ProviderSpec, ...]:

@@ -8,8 +8,10 @@ names the dotted path of the bad value. Blocks on disk I/O.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 import msgspec
 
@@ -67,6 +69,15 @@ def load_config(path: Path) -> Config:
         obj = msgspec.json.decode(data)
     except msgspec.DecodeError as exc:
         raise ConfigError(f"{path}: invalid JSON{_position(data, str(exc))}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid JSON: nested too deeply") from None
+    try:
+        return _decode(obj, path)
+    except RecursionError:  # decodable, but too deep to convert or check
+        raise ConfigError(f"{path}: (top level): nested too deeply") from None
+
+
+def _decode(obj: object, path: Path) -> Config:
     raw = _convert(obj, _RawConfig, "", path)
     providers = dict(raw.providers)
     enabled = {name: _convert(value, bool, f"providers.enabled.{name}", path)
@@ -148,10 +159,11 @@ def _check(config: Config, source: Path) -> None:
                  f"({', '.join(builtin)}); known kinds: {', '.join(kit.http_kinds())}")
         if block.kind == "openai-compatible" and not block.base_url:
             fail(f"{where}.base_url", "required for kind openai-compatible")
+        if block.base_url is not None and (why := _bad_base_url(block.base_url)):
+            fail(f"{where}.base_url", f"{block.base_url!r} {why}")
         for rel in block.home_files:
-            parts = PurePosixPath(rel).parts
-            if not rel or rel.startswith(("/", "~")) or ".." in parts or "\\" in rel:
-                fail(f"{where}.home_files", f"{rel!r} must be a relative path inside the home")
+            if why := _bad_home_file(rel, block.home_files):
+                fail(f"{where}.home_files", f"{rel!r} {why}")
         for path in block.sandbox_read_only:
             if not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
                 fail(f"{where}.sandbox_read_only", f"{path!r} must be an absolute path")
@@ -167,3 +179,35 @@ def _check(config: Config, source: Path) -> None:
         if idle is not None and spec.max_idle_s is not None and idle >= spec.max_idle_s:
             fail(f"providers.{spec.name}.timeouts.idle_s",
                  f"must be below {spec.max_idle_s:g} ({spec.max_idle_reason})")
+
+
+def _bad_base_url(url: str) -> str | None:
+    """Why ``url`` is not an ``http(s)://host[:port]/...`` URL, or ``None``."""
+    try:
+        parts = urlsplit(url)
+        port_ok = parts.port is None or parts.port > 0
+    except ValueError:
+        return "is not a URL"
+    if parts.scheme not in ("http", "https"):
+        return "must be an http:// or https:// URL"
+    if not parts.hostname or not port_ok or any(c.isspace() or ord(c) < 32 for c in url):
+        return "must be an http(s) URL with a host, e.g. https://api.example.com/v1"
+    return None
+
+
+#: Made by the runner in every private home: a file cannot take its place.
+_HOME_DIRS = frozenset({"tmp"})
+
+
+def _bad_home_file(rel: str, siblings: Iterable[str]) -> str | None:
+    """Why ``rel`` (a ``home_files`` key) does not name a file inside the home, or ``None``."""
+    parts = PurePosixPath(rel).parts
+    if (not rel or rel.startswith(("/", "~")) or ".." in parts or "\\" in rel
+            or any(ord(c) < 32 for c in rel)):
+        return "must be a relative path inside the home"
+    if rel.rsplit("/", 1)[-1] in ("", ".") or not parts or "/".join(parts) in _HOME_DIRS:
+        return "names a directory; home_files keys name files (e.g. .codex/config.toml)"
+    for other in siblings:
+        if other != rel and PurePosixPath(other).parts[:len(parts)] == parts:
+            return f"names a directory (it holds {other!r}); home_files keys name files"
+    return None

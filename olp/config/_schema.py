@@ -65,6 +65,7 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     api_key_env: str | None = None
     metered: bool | None = None
     retry: RetryConfig = msgspec.field(default_factory=RetryConfig)
+    cli_retry_budget_s: Positive = 20.0  # a CLI's own retry storm, before its cause is answered
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
 
@@ -142,6 +143,7 @@ class ServerConfig(Strict, frozen=True, kw_only=True):
     max_body_bytes: Count = 5 * 1024 * 1024
     drain_grace_s: NonNegative = 30.0
     kill_grace_s: NonNegative = 3.0
+    keep_alive_s: Positive = 5.0
 
 
 class Config(Strict, frozen=True, kw_only=True):

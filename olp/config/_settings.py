@@ -38,6 +38,7 @@ class ProviderSettings:
     base_url: str | None = None
     api_key_env: str | None = None
     retry: RetryConfig = field(default_factory=RetryConfig)
+    cli_retry_budget_s: float = 20.0
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
 
@@ -108,6 +109,7 @@ class Settings:
             base_url=block.base_url,
             api_key_env=block.api_key_env,
             retry=block.retry,
+            cli_retry_budget_s=block.cli_retry_budget_s,
             sandbox=block.sandbox,
             sandbox_read_only=block.sandbox_read_only,
         )

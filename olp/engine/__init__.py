@@ -18,6 +18,7 @@ from ._routes import Hop as Hop
 from ._routes import Route as Route
 from ._routes import Router as Router
 from ._routes import UnknownModel as UnknownModel
+from ._routes import UnusableChain as UnusableChain
 from ._sources import CacheMode as CacheMode
 from ._sources import RequestContext as RequestContext
 from ._sources import Sources as Sources

@@ -41,7 +41,11 @@ class Ledger:
         self.version = 0  # bumped on every change, so callers know when to persist
 
     def record(self, provider: str, *, tokens: int = 0) -> None:
-        """One request to ``provider`` (failed hops count too) and the tokens it used."""
+        """One request to ``provider`` (failed hops count too) and the tokens it used. Only
+        providers with soft triggers are counted: the others' counts would only grow (and be
+        persisted after every request) for nothing."""
+        if provider not in self.limits:
+            return
         now = self._clock()
         times = self._requests[provider]
         times.append(now)
@@ -51,6 +55,8 @@ class Ledger:
         self.version += 1
 
     def add_tokens(self, provider: str, tokens: int) -> None:
+        if provider not in self.limits:
+            return
         self._tokens[(provider, _month(self._clock()))] += tokens
         self.version += 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import secrets
 import time
 from collections import deque
@@ -42,6 +43,7 @@ from ._detail import HopRecord, TriggerType
 from ._health import HealthBook, Skip
 from ._routes import Hop, Route, Router
 from ._sources import NO_CONTEXT, CacheStatus, RequestContext, Sources
+from ._storm import DEADLINE_CODES, DEFAULT_CLI_RETRY_BUDGET_S, Storm, abandoned, is_storm
 
 log = logging.getLogger("olp.engine")
 
@@ -50,9 +52,6 @@ log = logging.getLogger("olp.engine")
 #: ``client_error`` never.
 DEFAULT_ON: frozenset[Category] = frozenset(
     {"usage_window", "billing", "rate_limited", "unavailable", "context_length", "unknown"})
-#: A CLI retrying for one of these is abandoned at once when another hop could answer.
-STORM_CATEGORIES: frozenset[Category] = frozenset({"usage_window", "rate_limited",
-                                                   "unavailable"})
 
 
 class ChainFailed(Exception):
@@ -261,13 +260,20 @@ class Engine:
     def __init__(self, router: Router, actors: Mapping[str, ProviderActor], *,
                  health: HealthBook | None = None, ledger: Ledger | None = None,
                  sources: Sources | None = None,
-                 on_change: Callable[[], None] | None = None) -> None:
+                 on_change: Callable[[], None] | None = None,
+                 cli_retry_budget_s: Mapping[str, float] | None = None) -> None:
         self.router = router
         self.actors = actors
         self.sources = sources or Sources()
         self.health = health or HealthBook(clock=time.time)
         self.ledger = ledger or Ledger()
         self._on_change = on_change
+        self._retry_budgets = dict(cli_retry_budget_s or {})
+
+    def retry_budget(self, provider: str) -> float:
+        """How long ``provider``'s CLI may retry on its own when no other hop could take
+        over (``providers.<name>.cli_retry_budget_s``)."""
+        return self._retry_budgets.get(provider, DEFAULT_CLI_RETRY_BUDGET_S)
 
     def changed(self) -> None:
         if self._on_change is not None:
@@ -352,22 +358,36 @@ class Engine:
 async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
                                ) -> list[Event] | Error:
     """The events up to and including the first content (or a content-less Stop), or the
-    hop's error. A CLI retrying on its own for a cause another hop could avoid is
-    abandoned at once (a 429 otherwise takes claude minutes of retries)."""
+    hop's error. Blocks on the source; cancellation propagates (the caller abandons it).
+
+    A CLI retrying on its own (a storm, see :mod:`._storm`) for a cause another hop could
+    avoid is abandoned at once (a 429 otherwise takes claude minutes of retries); with no
+    such hop it is stopped after the provider's retry budget, or at the hop's deadline, with
+    the storm's own category, never a timeout that hides it.
+    """
     prelude: list[Event] = []
+    storm: Storm | None = None
+    engine = walk.engine
     while True:
-        try:
-            event = await source.receive()
-        except trio.EndOfChannel:
-            return _lost(hop)
+        until = math.inf if storm is None else \
+            storm.started_at + engine.retry_budget(hop.provider)
+        event: Event | None = None
+        with trio.move_on_at(until):  # every source's receive is cancel-safe
+            try:
+                event = await source.receive()
+            except trio.EndOfChannel:
+                return _lost(hop)
+        if event is None or (storm is not None and isinstance(event, Error)
+                             and event.code in DEADLINE_CODES):
+            assert storm is not None
+            return storm.error(hop, now=trio.current_time(), deadline=event is not None,
+                               resting_s=engine.health.resting(hop.provider, hop.model))
         if isinstance(event, Error):
             return event
-        if (isinstance(event, Retrying) and not event.bounded
-                and event.category in STORM_CATEGORIES and walk.viable_next(event.category)):
-            status = f" (HTTP {event.status})" if event.status else ""
-            return Error(code=Code.RETRY_ABANDONED, category=event.category, status=event.status,
-                         message=f"{hop.provider} was retrying on its own{status}; "
-                                 "abandoned for the next hop")
+        if isinstance(event, Retrying) and is_storm(event):
+            if walk.viable_next(event.category):
+                return abandoned(hop, event)
+            storm = Storm(trio.current_time(), event) if storm is None else storm.then(event)
         prelude.append(event)
         if is_content(event) or isinstance(event, Stop):
             return prelude

@@ -85,6 +85,14 @@ class HealthBook:
         circuit.probing = True  # this request is the probe
         return None
 
+    def resting(self, provider: str, model: str) -> float | None:
+        """Seconds until the longest running cooldown of this hop ends, or ``None``; unlike
+        :meth:`check`, this changes nothing (no expiry, no probe)."""
+        now = self._clock()
+        ends = [entry[0] for key in ((provider, ""), (provider, model))
+                if (entry := self._cooldowns.get(key)) is not None and entry[0] > now]
+        return max(ends) - now if ends else None
+
     def record_failure(self, provider: str, model: str, error: Error, *,
                        model_scoped: bool = False) -> None:
         now, p = self._clock(), self.policy

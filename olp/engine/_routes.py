@@ -46,11 +46,36 @@ class Route:
 
 
 class UnknownModel(Exception):
-    """No chain and no registry entry for the requested model (a 404)."""
+    """No route for the requested model (a 404). ``cause`` is set when the model is known
+    (the registry maps it to a provider) but that provider cannot serve here: what is
+    missing and the fix."""
 
-    def __init__(self, model: str) -> None:
-        super().__init__(f"The model `{model}` does not exist or is not served here.")
+    def __init__(self, model: str, cause: str | None = None) -> None:
+        super().__init__(model, cause)
         self.model = model
+        self.cause = cause
+
+    @property
+    def message(self) -> str:
+        if self.cause is None:
+            return f"The model `{self.model}` does not exist or is not served here."
+        return f"The model `{self.model}` is not served here: {self.cause}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UnusableChain(UnknownModel):
+    """A configured chain with no usable entry left (a 503): ``cause`` names what is missing
+    for each of its entries."""
+
+    def __init__(self, model: str, cause: str) -> None:
+        super().__init__(model, cause)
+
+    @property
+    def message(self) -> str:
+        return (f"The chain `{self.model}` has no usable entry: {self.cause}. Run "
+                "`olp doctor` for the fix.")
 
 
 Lookup = Callable[[str], "Hop | None"]
@@ -66,26 +91,50 @@ class Router:
 
     def __init__(self, lookup: Lookup, *, providers: Sequence[str],
                  chains: Mapping[str, Sequence[Hop]] | None = None,
-                 default_fallbacks: Sequence[Hop] = ()) -> None:
+                 default_fallbacks: Sequence[Hop] = (),
+                 unusable: Mapping[str, str] | None = None,
+                 unserved: Mapping[str, str] | None = None) -> None:
+        """``unusable``: chains left with no usable entry, each with why (they answer 503);
+        ``unserved``: providers that are not running, each with why and the fix (named in
+        the 404 for a model of theirs)."""
         self._lookup = lookup
         self._providers = frozenset(providers)
         self._chains = {name: tuple(hops) for name, hops in (chains or {}).items()}
         self._defaults = tuple(h for h in default_fallbacks if h.provider in self._providers)
+        self._unusable = dict(unusable or {})
+        self._unserved = dict(unserved or {})
 
     @property
     def chain_names(self) -> tuple[str, ...]:
-        return tuple(self._chains)
+        """Every configured chain, usable or not."""
+        return (*self._chains, *(n for n in self._unusable if n not in self._chains))
+
+    @property
+    def unusable_chains(self) -> Mapping[str, str]:
+        """Chains with no usable entry, each with the reason."""
+        return self._unusable
+
+    def chain_status(self) -> dict[str, dict[str, bool | str]]:
+        """Each configured chain: ``{"usable": true}``, or ``false`` with the ``reason``."""
+        return {name: {"usable": False, "reason": self._unusable[name]}
+                if name in self._unusable else {"usable": True} for name in self.chain_names}
 
     def resolve(self, model: str) -> Route:
-        """The route for ``model``; raises :class:`UnknownModel`. Hops of providers that are
-        not running are left out, and so are repeats of a (provider, model)."""
+        """The route for ``model``; raises :class:`UnusableChain` for a chain with no usable
+        entry, else :class:`UnknownModel` (with the cause when the model's provider is known
+        but not running). Hops of providers that are not running are left out, and so are
+        repeats of a (provider, model)."""
+        if model in self._unusable and model not in self._chains:
+            raise UnusableChain(model, self._unusable[model])
         hops = self._chains.get(model)
         if hops is None:
             found = self._lookup(model)
             hops = (found,) if found else ()
         usable = [h for h in hops if h.provider in self._providers]
         if not usable:
-            raise UnknownModel(model)
+            cause = next((self._unserved[h.provider] for h in hops
+                          if h.provider in self._unserved), None)
+            raise UnknownModel(model, cause)
         if self._defaults and tuple(usable[-len(self._defaults):]) != self._defaults:
             usable += self._defaults
         return Route(model, dedupe(usable))

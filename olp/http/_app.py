@@ -18,7 +18,7 @@ from werkzeug.exceptions import HTTPException
 from olp import __version__
 from olp.actors import ProviderActor
 from olp.cache import CacheStore, Singleflight
-from olp.engine import ChainFailed, Engine, UnknownModel
+from olp.engine import ChainFailed, Engine, UnknownModel, UnusableChain
 from olp.ir.openai import InvalidRequest, decode_chat_request
 
 from . import _chat
@@ -99,6 +99,15 @@ def create_app(services: Services) -> QuartTrio:
             message = f"Request body is larger than {services.max_body_bytes} bytes."
         return await _api_error(ApiError(status, message, "invalid_request_error", code))
 
+    @app.after_request
+    async def _close_if_body_unread(response: Response) -> Response:
+        """An answer given before the request's body was read (a wrong key, a body too large,
+        a wrong content type, an unknown route) closes the connection: the rest of that body
+        may still be on its way, and the connection must not be left waiting on it."""
+        if _has_body() and not g.get("body_read", False):
+            response.headers["Connection"] = "close"
+        return response
+
     @app.before_request
     async def _authenticate() -> None:
         g.t0 = trio.current_time()
@@ -127,11 +136,26 @@ def create_app(services: Services) -> QuartTrio:
             for name, info in services.provider_info.items():
                 body["providers"].setdefault(name, {**info, "running": False})
             body["resilience"] = resilience
+            body["chains"] = services.engine.router.chain_status()
         return _json(body)
 
     @app.get("/v1/models")
     async def models() -> Response:
         return _json({"object": "list", "data": services.models()})
+
+    @app.get("/v1/models/<path:model>")
+    async def model(model: str) -> Response:
+        """One row of the listing, or a 404 naming the cause when the model is known."""
+        found = next((m for m in services.models() if m["id"] == model), None)
+        if found is not None:
+            return _json(found)
+        try:
+            services.engine.router.resolve(model)
+        except UnknownModel as exc:
+            message = exc.message
+        else:  # pragma: no cover - every routable id is listed
+            message = f"The model `{model}` does not exist or is not served here."
+        raise ApiError(404, message, "invalid_request_error", "model_not_found", "model")
 
     @app.post("/v1/chat/completions")
     async def chat_completions() -> Response:
@@ -144,6 +168,7 @@ def create_app(services: Services) -> QuartTrio:
                            "invalid_request_error", "request_too_large")
         body = await request.get_data(cache=False)
         assert isinstance(body, bytes)
+        g.body_read = True
         try:
             chat = decode_chat_request(body)
         except InvalidRequest as exc:
@@ -157,8 +182,10 @@ def create_app(services: Services) -> QuartTrio:
                                           background=services.background)
             done = await services.engine.complete(chat, context)
             return _chat.complete(chat, done, services.headers)
+        except UnusableChain as exc:
+            raise ApiError(503, exc.message, "api_error", "chain_unusable", "model") from None
         except UnknownModel as exc:
-            raise ApiError(404, str(exc), "invalid_request_error", "model_not_found",
+            raise ApiError(404, exc.message, "invalid_request_error", "model_not_found",
                            "model") from None
         except ChainFailed as exc:
             raise _chat.exhausted(chat, exc, services.headers) from None
@@ -204,6 +231,12 @@ def _token_from_headers() -> str | None:
         return value.strip()
     key = request.headers.get("x-api-key", "").strip()
     return key or None
+
+
+def _has_body() -> bool:
+    """Whether the request announced a body (a length above 0, or chunked)."""
+    return bool(request.content_length) or "chunked" in request.headers.get(
+        "Transfer-Encoding", "").lower()
 
 
 def _actor_stats(actor: ProviderActor) -> dict[str, Any]:

@@ -6,6 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from urllib.parse import quote
 
 import trio
 from quart import Response, g, request
@@ -30,6 +31,7 @@ from ._errors import ApiError, chain_error
 log = logging.getLogger("olp.http")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+_VISIBLE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +46,15 @@ class HeaderPolicy:
         return self.detail == "all" or (self.detail == "owner_only" and tier == "owner")
 
 
+def header_value(text: str) -> str:
+    """``text`` as an ASCII header value: every character outside visible ASCII (controls,
+    space, DEL, non-ASCII) and ``%`` itself percent-encoded as UTF-8 (RFC 3986), so any URL
+    unquote gives the name back. Names made of visible ASCII other than ``%`` are unchanged."""
+    if text.isascii() and text.isprintable() and " " not in text and "%" not in text:
+        return text
+    return quote(text, safe=_VISIBLE)
+
+
 def _elapsed_ms(t0: float) -> str:
     return str(round((trio.current_time() - t0) * 1000))
 
@@ -51,10 +62,10 @@ def _elapsed_ms(t0: float) -> str:
 def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
              ignored: tuple[str, ...], policy: HeaderPolicy, cache: str) -> dict[str, str]:
     headers = {
-        "X-OLP-Requested-Model": chat.model,
-        "X-OLP-Provider-Used": hop.provider,
-        "X-OLP-Model-Used": hop.model,
-        "X-OLP-Served-By": hop.name,
+        "X-OLP-Requested-Model": header_value(chat.model),
+        "X-OLP-Provider-Used": header_value(hop.provider),
+        "X-OLP-Model-Used": header_value(hop.model),
+        "X-OLP-Served-By": header_value(hop.name),
         "X-OLP-Fallback-Hops": str(index),
         "X-OLP-Cache": cache,
         "X-OLP-Credential": "metered" if hop.provider in policy.metered else "subscription",
@@ -70,22 +81,28 @@ def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
 def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiError:
     """The response when no hop answered (see :func:`._errors.chain_error`), with OLP's
     headers; logs the request."""
-    failure = chain_error(chat, exc)
+    failure = chain_error(chat, exc, public=_public())
     hop = failure.hop
     tried = exc.tried or [h.provider for h in exc.route.hops]
     headers = {**failure.error.headers,
-               "X-OLP-Requested-Model": chat.model,
-               "X-OLP-Provider-Used": hop.provider,
-               "X-OLP-Model-Used": hop.model,
+               "X-OLP-Requested-Model": header_value(chat.model),
+               "X-OLP-Provider-Used": header_value(hop.provider),
+               "X-OLP-Model-Used": header_value(hop.model),
                "X-OLP-Fallback-Hops": str(max(0, len(exc.records) - 1)),
                "X-OLP-Cache": "bypass",
-               "X-OLP-Fallback-Exhausted": ",".join(tried),
+               "X-OLP-Fallback-Exhausted": ",".join(map(header_value, tried)),
                "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
     if exc.records and policy.detail_allowed(g.principal.tier):
         headers["X-OLP-Fallback-Detail"] = detail_header(exc.records)
     error = replace(failure.error, headers=headers)
-    log_request(chat, hop.provider, hop.model, error.status, failure.log_code)
+    log_request(chat, hop.provider, hop.model, error.status, failure.log_code,
+                error=failure.detail)
     return error
+
+
+def _public() -> bool:
+    """Whether this request's key is not the owner's: its errors carry no upstream text."""
+    return bool(g.principal.tier != "owner")
 
 
 async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
@@ -108,10 +125,11 @@ async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
     except BaseException:
         pending.cancel()
         raise
-    headers = {**SSE_HEADERS, "X-OLP-Requested-Model": chat.model, "X-OLP-Heartbeat": "true",
+    headers = {**SSE_HEADERS, "X-OLP-Requested-Model": header_value(chat.model),
+               "X-OLP-Heartbeat": "true",
                "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
     return _sse_response(ChatStream(chat, pending, _stream_logger(chat, None),
-                                    heartbeat_s=heartbeat_s), headers)
+                                    heartbeat_s=heartbeat_s, public_errors=_public()), headers)
 
 
 def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
@@ -119,7 +137,7 @@ def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
     headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
                                          answer.ignored_params, policy, answer.cache)}
     return _sse_response(ChatStream(chat, answer, _stream_logger(chat, answer),
-                                    heartbeat_s=heartbeat_s), headers)
+                                    heartbeat_s=heartbeat_s, public_errors=_public()), headers)
 
 
 def _sse_response(body: ChatStream, headers: dict[str, str]) -> Response:
@@ -164,11 +182,15 @@ def context() -> RequestContext:
 
 
 def log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,
-                *, key: str | None = None, seconds: float | None = None) -> None:
-    """One line per chat request: who, which hop, how it ended. Never the prompt."""
+                *, key: str | None = None, seconds: float | None = None,
+                error: str | None = None) -> None:
+    """One line per chat request: who, which hop, how it ended, and for a failure what the
+    hop said (``error``, whatever the client was told). Never the prompt."""
     elapsed = seconds if seconds is not None else trio.current_time() - g.t0
-    log.info("chat completion", extra={
-        "event": "chat", "key": key or g.principal.name, "requested_model": chat.model,
-        "provider": provider, "model": model, "stream": chat.stream, "status": status,
-        "outcome": outcome, "ms": round(elapsed * 1000)})
+    extra = {"event": "chat", "key": key or g.principal.name, "requested_model": chat.model,
+             "provider": provider, "model": model, "stream": chat.stream, "status": status,
+             "outcome": outcome, "ms": round(elapsed * 1000)}
+    if error:
+        extra["error"] = error
+    log.info("chat completion", extra=extra)
 

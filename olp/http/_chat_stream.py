@@ -21,7 +21,7 @@ from olp.engine import Answer, ChainFailed, Engine, RequestContext
 from olp.ir import ChatRequest, Error, Event, Stop, TextDelta, ToolCallDelta, Usage
 from olp.ir.openai import DONE, ChunkEncoder, completion_id
 
-from ._errors import chain_error
+from ._errors import chain_error_frame, stream_error_frame
 
 KEEPALIVE = ChunkEncoder.keepalive()
 
@@ -77,13 +77,15 @@ class ChatStream:
     (or a pending chain) fails, with an ``error`` event and no ``[DONE]``, so clients raise.
     ``on_end(outcome)`` is called once, with ``"ok"``, the error code, or ``"disconnected"``.
     With ``heartbeat_s``, a ``: keepalive`` comment is sent after that much silence.
+    ``public_errors`` (a key that is not the owner's): error events carry no upstream text.
     """
 
     OnEnd = Callable[[str], None]
 
     def __init__(self, chat: ChatRequest, answer: Answer | PendingAnswer, on_end: OnEnd, *,
-                 heartbeat_s: float | None = None) -> None:
+                 heartbeat_s: float | None = None, public_errors: bool = False) -> None:
         self._chat = chat
+        self._public = public_errors
         self._on_end = on_end
         self._heartbeat_s = heartbeat_s
         self._pending: PendingAnswer | None = None
@@ -123,7 +125,7 @@ class ChatStream:
             try:
                 self._open(await self._pending.result())
             except ChainFailed as exc:
-                failure = chain_error(self._chat, exc)
+                failure = chain_error_frame(self._chat, exc, public=self._public)
                 self._end(failure.log_code)
                 return failure.error.frame()
             return None
@@ -170,8 +172,7 @@ class ChatStream:
                     self._end("ok")
                     return bytes(out)
                 case Error():
-                    out += enc.error(message=event.message, type="api_error",
-                                     code=event.code.lower())
+                    out += stream_error_frame(enc, event, public=self._public)
                     self._end(event.code)
                     return bytes(out)
                 case _:

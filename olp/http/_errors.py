@@ -1,16 +1,37 @@
 """OpenAI-shaped error responses: the status each failure category maps to, and how a chain
-in which no hop answered is reported (see ``docs/adr/0004-errors-and-served-model.md``)."""
+in which no hop answered is reported (see ``docs/adr/0004-errors-and-served-model.md``).
+
+What a hop reported (CLI stderr, connection targets, exception text) is for the owner: a
+``public`` error (any other key) says the category and a plain message instead, and the
+detail goes to the log (README, "Fallback, loudly").
+"""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from olp.engine import ChainFailed, Hop
 from olp.failures import Code
-from olp.ir import ChatRequest, Error
+from olp.ir import Category, ChatRequest, Error
 from olp.ir.openai import ChunkEncoder, error_body
+
+log = logging.getLogger("olp.http")
+
+#: What a key that is not the owner's is told of a hop's failure, by category.
+PLAIN: Final[Mapping[Category, str]] = {
+    "usage_window": "the provider's usage window is used up; retry after it resets",
+    "billing": "the provider's account has no credit left",
+    "rate_limited": "the upstream is rate limiting requests; retry later",
+    "unavailable": "the upstream is unavailable right now",
+    "context_length": "the conversation is longer than the model's context window",
+    "auth": "the upstream did not accept the proxy's credential for this provider",
+    "client_error": "the upstream refused this request",
+    "unknown": "the upstream failed unexpectedly",
+}
 
 
 @dataclass(slots=True)
@@ -34,12 +55,22 @@ class ApiError(Exception):
                                   param=self.param)
 
 
-def upstream_error(error: Error, *, provider: str, model: str) -> ApiError:
-    """The HTTP error for a hop's failure, before anything was sent to the client.
+def public_message(error: Error) -> str:
+    """A hop's failure told without what the upstream or the CLI said: the category's plain
+    message, the category and the code."""
+    plain = PLAIN.get(error.category, PLAIN["unknown"])
+    return (f"{plain} (category: {error.category}, code: {error.code.lower()}; "
+            "the details are in the proxy's log).")
+
+
+def upstream_error(error: Error, *, provider: str, model: str,
+                   public: bool = False) -> ApiError:
+    """The HTTP error for a hop's failure, before anything was sent to the client; with
+    ``public`` (not the owner's key), :func:`public_message` instead of the hop's text.
 
     ``auth`` is never a 401/403 (that would tell the client its OLP key is bad).
     """
-    message = f"{provider} ({model}): {error.message}"
+    message = f"{provider} ({model}): {public_message(error) if public else error.message}"
     code = error.code.lower()
     headers: dict[str, str] = {}
     match error.category:
@@ -64,30 +95,54 @@ def upstream_error(error: Error, *, provider: str, model: str) -> ApiError:
 @dataclass(frozen=True, slots=True)
 class ChainError:
     """How a chain in which no hop answered is reported: ``error`` for the client, ``hop``
-    for the ``X-OLP-Provider-Used`` / ``-Model-Used`` headers, ``log_code`` for the log."""
+    for the ``X-OLP-Provider-Used`` / ``-Model-Used`` headers, ``log_code`` and ``detail``
+    (the full message, whoever the client is) for the log."""
 
     error: ApiError
     hop: Hop
     log_code: str
+    detail: str = ""
 
 
-def chain_error(chat: ChatRequest, exc: ChainFailed) -> ChainError:
+def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) -> ChainError:
     """The one mapping of a failed chain: the first attempted hop's error decides; if every
     hop was skipped, 400 when no hop can take the request, else 429 (every hop is cooling)
-    with the soonest reset as ``Retry-After``."""
+    with the soonest reset as ``Retry-After``. ``public``: not the owner's key, so no
+    upstream text (see :func:`upstream_error`) and no cooldown reasons."""
     if exc.first is not None:
         hop, first = exc.first
-        return ChainError(upstream_error(first, provider=hop.provider, model=hop.model), hop,
-                          first.code)
+        error = upstream_error(first, provider=hop.provider, model=hop.model, public=public)
+        return ChainError(error, hop, first.code, f"{hop.provider} ({hop.model}): "
+                                                  f"{first.message}")
     hop = exc.route.hops[0]
     reasons = "; ".join(r.error_message for r in exc.records)
     if exc.skip_codes <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
         what = "tools" if chat.tools else "this request"
         code = "tools_unsupported" if chat.tools else "capability_unsupported"
-        return ChainError(ApiError(400, f"No hop of `{chat.model}` can take {what}: {reasons}",
-                                   "invalid_request_error", code), hop, code)
+        message = f"No hop of `{chat.model}` can take {what}: {reasons}"
+        return ChainError(ApiError(400, message, "invalid_request_error", code), hop, code,
+                          message)
     headers = {} if exc.retry_after_s is None else {
         "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
-    return ChainError(ApiError(429, f"Every hop of `{chat.model}` is resting: {reasons}",
-                               "rate_limit_error", "all_hops_cooling", headers=headers),
-                      hop, Code.ALL_HOPS_COOLING)
+    message = f"Every hop of `{chat.model}` is resting: {reasons}"
+    shown = f"Every hop of `{chat.model}` is resting (category: rate_limited)." if public \
+        else message
+    return ChainError(ApiError(429, shown, "rate_limit_error", "all_hops_cooling",
+                               headers=headers), hop, Code.ALL_HOPS_COOLING, message)
+
+
+def stream_error_frame(enc: ChunkEncoder, error: Error, *, public: bool) -> bytes:
+    """The in-stream ``error`` event for a hop that failed after its first content; logs the
+    hop's own message (which a ``public`` client does not get)."""
+    log.info("stream failed", extra={"event": "stream_error", "code": error.code,
+                                     "category": error.category, "error": error.message})
+    message = public_message(error) if public else error.message
+    return enc.error(message=message, type="api_error", code=error.code.lower())
+
+
+def chain_error_frame(chat: ChatRequest, exc: ChainFailed, *, public: bool) -> ChainError:
+    """:func:`chain_error` for a stream already committed (heartbeats); logs its detail."""
+    failure = chain_error(chat, exc, public=public)
+    log.info("chain failed", extra={"event": "stream_error", "code": failure.log_code,
+                                    "error": failure.detail})
+    return failure

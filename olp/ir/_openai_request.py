@@ -105,6 +105,7 @@ _TOOL_CHOICES: Final = ("none", "auto", "required")
 _RESPONSE_FORMATS: Final = ("text", "json_object", "json_schema")
 _MISSING: Final = "Object missing required field `"
 _INT32_MAX: Final = 2**31 - 1
+_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
 def decode_chat_request(body: bytes) -> ChatRequest:
@@ -168,9 +169,11 @@ def _convert(w: _Request) -> ChatRequest:
     _check_int("max_tokens", w.max_tokens, 1, _INT32_MAX)
     _check_int("max_completion_tokens", w.max_completion_tokens, 1, _INT32_MAX)
     _check_int("seed", w.seed, -(2**63), 2**63 - 1)
+    messages = tuple(_message(f"messages[{i}]", m) for i, m in enumerate(w.messages))
+    _require_prompt(messages)
     return ChatRequest(
         model=w.model,
-        messages=tuple(_message(f"messages[{i}]", m) for i, m in enumerate(w.messages)),
+        messages=messages,
         stream=bool(w.stream),
         include_usage=bool(w.stream_options and w.stream_options.include_usage),
         temperature=w.temperature,
@@ -205,6 +208,23 @@ def _message(at: str, m: _Message) -> Message:
                              f"{at}.tool_call_id", "missing_required_parameter")
     return Message(role=role, content=content, name=m.name, tool_calls=tool_calls,
                    tool_call_id=m.tool_call_id if role == "tool" else None)
+
+
+def _require_prompt(messages: tuple[Message, ...]) -> None:
+    """Refuse a conversation with nothing to answer: every user, assistant and tool message
+    is empty or whitespace (system and developer messages alone are not a prompt). An image
+    part, an assistant's tool calls or a tool result count as something to answer; so does
+    any turn with text, since the CLIs then get a transcript (see ``olp/actors/_prompt.py``).
+    """
+    turns = [(i, m) for i, m in enumerate(messages) if m.role not in _SYSTEM_ROLES]
+    if any(m.role == "tool" or m.tool_calls or m.text().strip()
+           or any(isinstance(p, ImagePart) for p in m.content) for _, m in turns):
+        return
+    param = f"messages[{turns[0][0]}].content" if len(turns) == 1 else "messages"
+    what = ("only system or developer messages" if not turns
+            else "no text" if len(turns) == 1 else "no message with text")
+    raise InvalidRequest(f"Invalid value for '{param}': the conversation has {what}; send a "
+                         "user message with non-blank content.", param, "invalid_value")
 
 
 def _content(at: str, role: Role, content: str | list[_Part] | None | UnsetType) -> tuple[

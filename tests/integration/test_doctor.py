@@ -65,3 +65,19 @@ def test_without_bubblewrap_a_cli_provider_is_refused_unless_the_owner_opts_out(
     assert done.returncode == 0, done.stdout
     assert "anthropic  ok" in done.stdout
     assert "sandbox:     OFF" in done.stdout
+
+
+def test_lists_a_chain_without_a_usable_entry_and_says_what_is_metered(tmp_path: Path) -> None:
+    config = {"providers": {"enabled": {"openai": False, "mistral": False},
+                            "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": False,
+                                          "env": {"ANTHROPIC_API_KEY": "sk-fake"}}},
+              "routing": {"chains": {
+                  "pay": [{"provider": "anthropic", "model": "claude-sonnet-4-6",
+                           "metered": True}],
+                  "cli": [{"provider": "openai", "model": "gpt-5.5"}]}}}
+    done = doctor(tmp_path / "home", config, path=os.environ["PATH"])
+    assert "credential:  metered (ANTHROPIC_API_KEY in providers.anthropic.env)" in done.stdout
+    assert "chain cli: PROBLEM no usable entry" in done.stdout
+    assert "openai:gpt-5.5: disabled" in done.stdout
+    assert "chain pay" not in done.stdout
+    assert done.returncode == 1  # a chain that answers 503 is a problem to fix

@@ -5,8 +5,7 @@ in test_openai_compat_faults.py; this is the engine's side (docs/adr/0005-fallba
 from __future__ import annotations
 
 import json
-import os
-import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,8 @@ def config(*, primary: dict[str, Any], chain: list[dict[str, Any]],
 
 def fake_claude(scenario: str) -> dict[str, Any]:
     return {"anthropic": {"binary": str(FAKE_CLAUDE), "env": {
-        "FAKE_CLAUDE_SCENARIO": scenario, "ANTHROPIC_API_KEY": "sk-fake"}}}
+        # a subscription token: an API key would make claude metered (its entries consent)
+        "FAKE_CLAUDE_SCENARIO": scenario, "CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake"}}}
 
 
 def post(proxy: Proxy, **extra: Any) -> httpx.Response:
@@ -135,19 +135,16 @@ async def test_metered_entries_need_consent_and_can_be_forbidden(tmp_path: Path,
             logs = json.dumps(proxy.logs)
     assert resp.status_code == 429 and mock.request_count == 0  # pruned: never reached
     assert "metered" in logs and "pruned" in logs
-    # Only metered entries left, and metered fallback forbidden: a start-up error naming it.
+    # Only metered entries left, and metered fallback forbidden: the proxy still starts, and
+    # the chain answers 503 naming why.
     cfg = config(primary={}, backup={"router": router(mock)},
                  chain=[{"provider": "router", "model": "gpt-x", "metered": True}])
-    home = tmp_path / "b"
-    home.mkdir()
-    (home / "config.json").write_text(json.dumps(cfg))
-    done = await trio.run_process(
-        [sys.executable, "-m", "olp", "start"], check=False, capture_stderr=True,
-        env={**os.environ, "OLP_HOME": str(home), "OLP_PORT": "0",
-             "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789", "ROUTER_KEY": "k",
-             "OLP_FORBID_METERED_FALLBACK": "1"})
-    assert done.returncode == 2
-    assert b"routing.chains.smart" in done.stderr
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "b", cfg, env={
+                "ROUTER_KEY": "k", "OLP_FORBID_METERED_FALLBACK": "1"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.status_code == 503 and mock.request_count == 0
+    assert "OLP_FORBID_METERED_FALLBACK" in resp.json()["error"]["message"]
 
 
 async def test_the_per_hop_retry_is_configurable(tmp_path: Path,
@@ -164,3 +161,75 @@ async def test_the_per_hop_retry_is_configurable(tmp_path: Path,
             resp = await in_thread(lambda: post(proxy))
     assert resp.headers["x-olp-provider-used"] == "spare"
     assert primary.request_count == 1  # advanced at once: no retry on the failing hop
+
+
+async def silent_then_hang_up(*, task_status: trio.TaskStatus[tuple[str, list[int]]]
+                             = trio.TASK_STATUS_IGNORED) -> None:
+    """An upstream that reads each request, stays silent for 1.5 s, then closes the
+    connection without a byte (a gateway giving up on a dead backend). Reports its base URL
+    and a list that grows by one per request."""
+    requests: list[int] = []
+
+    async def handle(stream: trio.SocketStream) -> None:
+        async with stream:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                chunk = await stream.receive_some(65536)
+                if not chunk:
+                    return
+                data += chunk
+            requests.append(1)
+            await trio.sleep(1.5)  # the fault itself, not synchronisation
+
+    async with trio.open_nursery() as nursery:
+        listeners = await nursery.start(partial(trio.serve_tcp, handle, 0, host="127.0.0.1"))
+        port = listeners[0].socket.getsockname()[1]
+        task_status.started((f"http://127.0.0.1:{port}/v1", requests))
+
+
+async def test_an_upstream_that_hangs_up_after_a_silence_is_not_retried(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    url, requests = await nursery.start(silent_then_hang_up)
+    backup = await nursery.start(serve_mock)
+    main = {**router(backup), "base_url": url}
+    cfg = config(primary={"main": main}, backup={"spare": router(backup)}, chain=[
+        {"provider": "main", "model": "m1", "metered": True},
+        {"provider": "spare", "model": "m2", "metered": True}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.status_code == 200 and resp.headers["x-olp-provider-used"] == "spare"
+    assert detail(resp) == [("main", "CONNECTION_FAILED", "hard")]
+    assert len(requests) == 1  # the silent route got exactly one request
+
+
+async def test_a_silent_upstream_is_left_at_once_for_the_next_hop(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    primary = await nursery.start(serve_mock)
+    backup = await nursery.start(serve_mock)
+    primary.set_scenario("hang")  # reads the request, never answers
+    main = {**router(primary), "timeouts": {"first_output_s": 1, "idle_s": 5, "total_s": 20}}
+    cfg = config(primary={"main": main}, backup={"spare": router(backup)}, chain=[
+        {"provider": "main", "model": "m1", "metered": True},
+        {"provider": "spare", "model": "m2", "metered": True}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.status_code == 200 and resp.headers["x-olp-provider-used"] == "spare"
+    assert detail(resp) == [("main", "FIRST_OUTPUT_TIMEOUT", "hard")]
+    assert primary.request_count == 1  # the silent route got exactly one request
+
+
+async def test_a_cli_rate_limited_on_a_one_entry_chain_answers_429_not_a_timeout(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    # claude retries a 429 on its own (a retry line every 3 s) past the first-output deadline
+    claude = fake_claude("rate_limit")
+    claude["anthropic"]["env"]["FAKE_CLAUDE_DELAY_S"] = "3"
+    claude["anthropic"]["timeouts"] = {"first_output_s": 8}
+    cfg = config(primary=claude, chain=[{"provider": "anthropic", "model": "claude-sonnet-4-6"}])
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg) as proxy:
+            resp = await in_thread(lambda: post(proxy))
+    assert resp.status_code == 429  # the storm's cause, not 503 first_output_timeout
+    assert resp.headers["retry-after"] == "5"  # from claude's retry line (4.1-4.5 s)
+    assert detail(resp) == [("anthropic", "RATE_LIMITED", "hard")]

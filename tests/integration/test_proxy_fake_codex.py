@@ -175,8 +175,9 @@ async def test_a_retry_storm_is_abandoned_for_the_next_hop(tmp_path: Path) -> No
         "binary": str(FAKE_CLAUDE), "env": {"FAKE_CLAUDE_SCENARIO": "success",
                                             "ANTHROPIC_API_KEY": "sk-ant-fake"}}
     cfg["routing"] = {"chains": {"gpt-then-claude": [
-        {"provider": "openai", "model": "gpt-5.5"},
-        {"provider": "anthropic", "model": "claude-sonnet-4-6"}]}}
+        # both CLIs spend API keys here (metered): the entries consent
+        {"provider": "openai", "model": "gpt-5.5", "metered": True},
+        {"provider": "anthropic", "model": "claude-sonnet-4-6", "metered": True}]}}
     with trio.fail_after(60):
         async with run_proxy(tmp_path / "home", cfg) as proxy:
             def call() -> Any:

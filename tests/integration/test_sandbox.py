@@ -207,7 +207,8 @@ def test_bwrap_reports_its_version() -> None:
 
 
 async def test_kill_9_of_the_proxy_takes_every_confined_cli_with_it(tmp_path: Path) -> None:
-    """``--die-with-parent`` and the PID namespace: no CLI outlives a proxy killed with -9."""
+    """The spawn watcher (docs/adr/0011) and the PID namespace: no confined CLI outlives a proxy
+    killed with -9."""
     config = {"providers": {
         "enabled": {"openai": False, "mistral": False},
         "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": True,

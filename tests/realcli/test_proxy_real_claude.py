@@ -162,7 +162,8 @@ async def test_a_429_retry_storm_is_abandoned_for_the_next_hop(tmp_path: Path,
         cfg["providers"]["router"] = {"kind": "openai-compatible", "base_url": upstream.base_url,
                                       "api_key_env": "ROUTER_KEY", "metered": True}
         cfg["routing"] = {"chains": {"sonnet": [
-            {"provider": "anthropic", "model": "claude-sonnet-4-6"},
+            # claude spends ANTHROPIC_API_KEY against the mock: metered, so it consents too
+            {"provider": "anthropic", "model": "claude-sonnet-4-6", "metered": True},
             {"provider": "router", "model": "backup-model", "metered": True}]}}
         async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-r"}) as proxy:
             completion = await in_thread(lambda: proxy.client().chat.completions.create(

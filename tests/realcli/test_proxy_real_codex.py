@@ -237,8 +237,10 @@ async def test_a_retry_storm_is_abandoned_for_the_next_hop(
         cfg["providers"]["anthropic"] = {"binary": str(FAKE_CLAUDE), "env": {
             "FAKE_CLAUDE_SCENARIO": "success", "ANTHROPIC_API_KEY": "sk-ant-fake"}}
         cfg["routing"] = {"chains": {"gpt-then-claude": [
-            {"provider": "openai", "model": "gpt-5.5"},
-            {"provider": "anthropic", "model": "claude-sonnet-4-6"}]}}
+            # both spend API keys (codex OPENAI_API_KEY against the mock, the fake claude
+            # ANTHROPIC_API_KEY): metered entries, each with its consent
+            {"provider": "openai", "model": "gpt-5.5", "metered": True},
+            {"provider": "anthropic", "model": "claude-sonnet-4-6", "metered": True}]}}
         async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
             raw = await in_thread(lambda: proxy.client().chat.completions.with_raw_response
                                   .create(model="gpt-then-claude", messages=MESSAGES))

@@ -38,9 +38,13 @@ async def test_claude_429_is_served_by_codex(tmp_path: Path, nursery: trio.Nurse
         cfg = {"providers": providers, "server": {"kill_grace_s": 1},
                "auth": {"fallback_detail_header_policy": "all"},
                "routing": {"chains": {"family": [
-                   {"name": "claude", "provider": "anthropic", "model": "claude-sonnet-4-6"},
-                   {"name": "codex", "provider": "openai", "model": "gpt-5.5"},
-                   {"name": "vibe", "provider": "mistral", "model": "devstral-2-25-12"}]}}}
+                   # each CLI spends an API key against its mock: metered entries, each
+                   # with its consent
+                   {"name": "claude", "provider": "anthropic", "model": "claude-sonnet-4-6",
+                    "metered": True},
+                   {"name": "codex", "provider": "openai", "model": "gpt-5.5", "metered": True},
+                   {"name": "vibe", "provider": "mistral", "model": "devstral-2-25-12",
+                    "metered": True}]}}}
         async with run_proxy(tmp_path / "home", cfg,
                              env=codex_t.proxy_env(tmp_path)) as proxy:
             raw = await in_thread(lambda: proxy.client().chat.completions.with_raw_response

@@ -232,6 +232,27 @@ def test_server_block(home: Path) -> None:
      "providers.openai.home_files: '../.bashrc' must be a relative path"),
     ({"providers": {"openai": {"home_files": {"/etc/passwd": "x"}}}},
      "providers.openai.home_files: '/etc/passwd' must be a relative path"),
+    *[({"providers": {"openai": {"home_files": {key: "x"}}}},
+       f"providers.openai.home_files: {key!r} names a directory")
+      for key in (".", "./", "a/", "a/.", ".codex/", ".codex//", "tmp", "./tmp")],
+    ({"providers": {"openai": {"home_files": {"": "x"}}}},
+     "providers.openai.home_files: '' must be a relative path"),
+    ({"providers": {"openai": {"home_files": {"a\x00b": "x"}}}},
+     "providers.openai.home_files: 'a\\x00b' must be a relative path"),
+    ({"providers": {"openai": {"home_files": {".codex": "x", ".codex/config.toml": "y"}}}},
+     "providers.openai.home_files: '.codex' names a directory (it holds '.codex/config.toml')"),
+    *[({"providers": {"router": {"kind": "openai-compatible", "base_url": url}}},
+       f"providers.router.base_url: {url!r} must be an http:// or https:// URL")
+      for url in ("file:///etc/passwd", "ftp://example.com/v1", "javascript:alert(1)",
+                  "example.com/v1", "not a url")],
+    *[({"providers": {"router": {"kind": "openai-compatible", "base_url": url}}},
+       f"providers.router.base_url: {url!r} must be an http(s) URL with a host")
+      for url in ("http://", "https:///v1", "http://:8000/v1", "http://host:0/v1",
+                  "https://exa mple.com/v1")],
+    ({"providers": {"router": {"kind": "openai-compatible", "base_url": "http://h:99999/"}}},
+     "providers.router.base_url: 'http://h:99999/' is not a URL"),
+    ({"providers": {"anthropic": {"base_url": "file:///x"}}},
+     "providers.anthropic.base_url: 'file:///x' must be an http:// or https:// URL"),
 ])
 def test_errors_name_the_path(home: Path, config: Any, expected: str) -> None:
     message = _error(home, config)
@@ -244,6 +265,34 @@ def test_invalid_json_reports_line_and_column(home: Path) -> None:
     message = _error(home, '{\n  "auth": {\n    "allow_anonymous": true,\n  }\n}\n')
     assert "config.json: invalid JSON at line 4, column 3" in message
     assert "invalid JSON" in _error(home, "")
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/v1", "https://example/v1",
+                                 "https://api.example.com", "http://[::1]:9/v1",
+                                 "HTTPS://Example.COM/v1"])
+def test_http_base_urls_pass(home: Path, url: str) -> None:
+    s = _settings(home, {"providers": {"router": {"kind": "openai-compatible",
+                                                  "base_url": url}}})
+    assert s.provider("router").base_url == url
+
+
+def test_home_files_that_name_files_pass(home: Path) -> None:
+    files = {".codex/config.toml": "a", "./.vibe/config.toml": "b", ".netrc": "c",
+             "tmp/x": "d", ".codex/sub/f": "e"}
+    s = _settings(home, {"providers": {"openai": {"home_files": files}}})
+    assert dict(s.provider("openai").home_files) == files
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000 + b"]" * 100_000,
+                                  b'{"providers": ' + b'{"a": ' * 50_000 + b"1"
+                                  + b"}" * 50_001])
+def test_deep_nesting_is_a_config_error(home: Path, data: bytes) -> None:
+    home.mkdir(parents=True)
+    (home / "config.json").write_bytes(data)
+    with pytest.raises(ConfigError) as info:
+        load_settings({"OLP_HOME": str(home)})
+    assert str(info.value).startswith(f"{home / 'config.json'}: ")
+    assert "nested too deeply" in str(info.value)
 
 
 def test_unreadable_config_is_a_config_error(home: Path) -> None:

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import msgspec
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from olp.actors.openai_compat import encode_chat_request
@@ -112,6 +112,9 @@ _messages = st.one_of(
 def test_round_trip_through_the_forward_codec(messages: list[Message],
                                               temperature: float | None,
                                               max_tokens: int | None, stop: list[str]) -> None:
+    # a conversation with nothing to answer is refused by the decoder (a 400, not a round trip)
+    assume(any(m.role != "system" and (m.text().strip() or len(m.content) > len(
+        [p for p in m.content if isinstance(p, TextPart)])) for m in messages))
     request = ChatRequest(model="served", messages=tuple(messages), temperature=temperature,
                           max_tokens=max_tokens, stop=tuple(stop))
     decoded = decode_chat_request(encode_chat_request(request, "served"))

@@ -77,3 +77,24 @@ def test_server_retry_waits_at_least_its_retry_after() -> None:
         ("server", 1.5)
     assert plan_retry(err("unavailable", "UPSTREAM_5XX", 503, 0.01), policy, {}) == \
         ("server", 0.125)
+
+
+@pytest.mark.parametrize(("error", "silent_s", "kind"), [
+    # a connection closed or reset after the upstream sat on the request: a silent route
+    (err("unavailable", Code.CONNECTION_FAILED), 1.0, None),
+    (err("unavailable", Code.CONNECTION_FAILED), 30.0, None),
+    # at once (refused, a stale pooled connection): a clear transient error
+    (err("unavailable", Code.CONNECTION_FAILED), 0.2, "connection"),
+    # the deadlines that expire on a silent upstream are never retried
+    (err("unavailable", Code.FIRST_BYTE_TIMEOUT), 0.0, None),
+    (err("unavailable", Code.FIRST_OUTPUT_TIMEOUT), 0.0, None),
+    # the other cases keep their policy
+    (err("unavailable", "UPSTREAM_5XX", 503, 2.0), 0.0, "server"),
+    (err("rate_limited", "RATE_LIMITED", 429, 2.0), 0.0, "rate_limit"),
+])
+def test_a_silent_route_is_never_retried(error: Error, silent_s: float,
+                                         kind: str | None) -> None:
+    assert retry_kind(error, POLICY, silent_s=silent_s) == kind
+    assert (plan_retry(error, POLICY, {}, silent_s=silent_s) is None) == (kind is None)
+    assert retry_kind(error, RetryPolicy(silent_after_s=60.0), silent_s=silent_s) == (
+        "connection" if error.code == Code.CONNECTION_FAILED else kind)

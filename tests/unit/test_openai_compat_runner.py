@@ -240,6 +240,22 @@ async def test_transport_failures(exc: httpx.HTTPError, code: str, attempts: int
     assert [type(e) for e in events] == [Retrying] * (attempts - 1) + [Error]
 
 
+@pytest.mark.parametrize(("silence_s", "attempts"), [(5.0, 1), (1.0, 1), (0.5, 2)])
+async def test_a_route_that_stayed_silent_is_not_retried(
+        silence_s: float, attempts: int, autojump_clock: trio.testing.MockClock) -> None:
+    calls: list[float] = []
+
+    async def handler(req: httpx.Request) -> httpx.Response:
+        calls.append(trio.current_time())
+        await trio.sleep(silence_s)  # the upstream holds the request, then hangs up
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+    events = await run(runner_for(handler))
+    assert isinstance(events[-1], Error) and events[-1].code == "CONNECTION_FAILED"
+    assert len(calls) == attempts  # silent for 1 s (silent_after_s) or more: left at once
+    assert [type(e) for e in events] == [Retrying] * (attempts - 1) + [Error]
+
+
 @pytest.mark.parametrize("content_type", ["application/json", "text/plain", ""])
 async def test_an_sse_body_under_another_content_type_is_read(content_type: str) -> None:
     async def handler(req: httpx.Request) -> httpx.Response:

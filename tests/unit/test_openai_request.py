@@ -33,9 +33,25 @@ WEATHER_TOOL = {"type": "function", "function": {
 
 GOOD: list[tuple[str, bytes, ChatRequest]] = [
     ("string content", _req(), _ir()),
-    ("empty string content", json.dumps({"model": "m", "messages": [
-        {"role": "user", "content": ""}]}).encode(),
-     ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text=""),)),))),
+    ("an empty message beside one with text", json.dumps({"model": "m", "messages": [
+        {"role": "user", "content": ""}, {"role": "assistant", "content": "?"}]}).encode(),
+     ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text=""),)),
+                                      Message(role="assistant",
+                                              content=(TextPart(text="?"),))))),
+    ("an image without text", _req(messages=[{"role": "user", "content": [
+        {"type": "text", "text": " "}, {"type": "image_url", "image_url": "https://x/a.png"}]}]),
+     _ir(messages=(Message(role="user", content=(
+         TextPart(text=" "), ImagePart(url="https://x/a.png"))),))),
+    ("a blank tool result", _req(messages=[
+        {"role": "system", "content": "s"}, {"role": "user", "content": ""},
+        {"role": "assistant", "content": "", "tool_calls": [WEATHER_CALL]},
+        {"role": "tool", "tool_call_id": "call_1", "content": ""}]),
+     _ir(messages=(Message(role="system", content=(TextPart(text="s"),)),
+                   Message(role="user", content=(TextPart(text=""),)),
+                   Message(role="assistant", content=(TextPart(text=""),), tool_calls=(
+                       ToolCall(id="call_1", name="weather", arguments='{"city":"Oslo"}'),)),
+                   Message(role="tool", tool_call_id="call_1",
+                           content=(TextPart(text=""),))))),
     ("parts with image", _req(messages=[{"role": "user", "name": "ann", "content": [
         {"type": "text", "text": "what is this?"},
         {"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": "low"}},
@@ -194,6 +210,18 @@ BAD: list[tuple[bytes, str | None]] = [
     (_req(response_format={}), "response_format.type"),
     (_req(response_format={"type": "json_schema"}), "response_format.json_schema"),
     (_req(user=5), "user"),
+    # nothing to answer: no CLI would get a prompt
+    (_msgs({"role": "user", "content": ""}), "messages[0].content"),
+    (_msgs({"role": "user", "content": " \n\t "}), "messages[0].content"),
+    (_msgs({"role": "user", "content": [{"type": "text", "text": ""}]}),
+     "messages[0].content"),
+    (_msgs({"role": "system", "content": "be brief"}, {"role": "user", "content": "  "}),
+     "messages[1].content"),
+    (_msgs({"role": "system", "content": "be brief"}), "messages"),
+    (_msgs({"role": "system", "content": "a"}, {"role": "developer", "content": "b"}),
+     "messages"),
+    (_msgs({"role": "user", "content": ""}, {"role": "assistant", "content": " "},
+           {"role": "user", "content": ""}), "messages"),
     (b"[]", None),
     (b'"hello"', None),
     (b"null", None),
@@ -238,6 +266,11 @@ def test_error_codes_and_messages() -> None:
     assert e.code == "invalid_value" and "between 0 and 2" in e.message
     e = err(_req(n=3))
     assert e.code == "unsupported_value" and "only n=1 is supported" in e.message
+    e = err(_msgs({"role": "system", "content": "be brief"}))
+    assert (e.code, e.param) == ("invalid_value", "messages")
+    assert "only system or developer messages" in e.message
+    e = err(_msgs({"role": "user", "content": ""}))
+    assert "the conversation has no text" in e.message
     e = err(_req(max_tokens=10**400))
     assert e.code == "invalid_value" and e.param == "max_tokens" and len(e.message) < 200
 

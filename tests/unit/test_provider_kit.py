@@ -106,7 +106,7 @@ def test_every_cli_spec_is_complete(spec: ProviderSpec) -> None:
 def test_the_facts_each_cli_declares() -> None:
     assert [(s.command, s.binary_env) for s in (ANTHROPIC, CODEX, VIBE)] == [
         ("claude", "OLP_CLAUDE_BIN"), ("codex", "OLP_CODEX_BIN"), ("vibe", "OLP_VIBE_BIN")]
-    assert ANTHROPIC.metered_env == ("ANTHROPIC_API_KEY",)
+    assert ANTHROPIC.metered_env == ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
     assert CODEX.metered_env == ("OPENAI_API_KEY", "CODEX_API_KEY")
     assert VIBE.metered_env == ("MISTRAL_API_KEY",)
     assert ANTHROPIC.timeouts == Timeouts(60, 120, 600)
@@ -178,6 +178,11 @@ def test_a_new_subpackage_is_discovered_in_its_order(frob: ProviderSpec) -> None
     assert [s.name for s in kit.builtin_specs()] == [
         "anthropic", "openai", "mistral", "frob", "openai-compatible"]
     assert kit.builtin_names() == ("anthropic", "openai", "mistral", "frob")
+
+
+def test_a_new_providers_metered_env_drives_the_detection(frob: ProviderSpec) -> None:
+    assert frob.metered_by({"FROB_API_KEY": "k"}, {}) == "FROB_API_KEY in providers.frob.env"
+    assert frob.metered_by({}, {}) is None
 
 
 def test_the_config_accepts_a_new_subpackage_as_built_in(frob: ProviderSpec,

@@ -25,7 +25,7 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
     adapter=_adapter,
     credentials=_credentials,
-    metered_env=("ANTHROPIC_API_KEY",),
+    metered_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     # claude streams tokens; its idle deadline must fire before claude's own re-ask.
     timeouts=Timeouts(first_output_s=60.0, idle_s=120.0, total_s=600.0),
     max_idle_s=300.0,

@@ -15,7 +15,9 @@ semantics, plus the transport's own; every expiry is an ``unavailable`` error wi
 
 A failure before any content may be retried on the same hop (:mod:`._retry`), announced by a
 :class:`Retrying` event, unless the retry could not even start before the first-output
-deadline; after content, every failure is terminal.
+deadline, or the upstream stayed silent (a timeout, or a connection closed or reset after it
+held the request ``retry.silent_after_s`` without a byte): a silent route is left for the
+next hop at once; after content, every failure is terminal.
 
 Every path closes its response (and finishes httpx's body iterator) before it returns or
 re-raises: see :mod:`._body`.
@@ -138,6 +140,7 @@ class _Job:
             wording=dataclasses.replace(_WORDING, prefix=f"{self.config.name}: "))
         self.started = False
         self.retries: dict[RetryKind, int] = {}
+        self.silent_s = 0.0  # how long the last attempt's upstream held it without a byte
         self.malformed = 0
         self.secret = (self.config.api_key or "").strip() or None  # masked in messages
 
@@ -148,7 +151,7 @@ class _Job:
             terminal = await self._attempt()
             if isinstance(terminal, Stop) or self.clock.content_seen:
                 break
-            plan = plan_retry(terminal, self.config.retry, self.retries)
+            plan = plan_retry(terminal, self.config.retry, self.retries, silent_s=self.silent_s)
             if plan is None:
                 break
             kind, delay = plan
@@ -166,7 +169,8 @@ class _Job:
                         extra={"provider": self.config.name, "malformed_events": self.malformed})
         log.debug("openai-compatible job ended", extra={
             "provider": self.config.name, "attempts": attempt,
-            "code": terminal.code if isinstance(terminal, Error) else "ok"})
+            "code": terminal.code if isinstance(terminal, Error) else "ok",
+            "silent_s": round(self.silent_s, 3)})
         return terminal
 
     async def _send(self, event: Event) -> None:
@@ -182,6 +186,7 @@ class _Job:
 
     async def _attempt(self) -> Terminal:
         attempt_start = trio.current_time()
+        self.silent_s = 0.0
         headers_deadline = min(self.clock.first_output_deadline,
                                attempt_start + self.config.first_byte_s)
         try:
@@ -196,6 +201,8 @@ class _Job:
                 try:
                     response = await self.runner.client.send(request, stream=True)
                 except httpx.HTTPError as exc:
+                    if not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
+                        self.silent_s = trio.current_time() - attempt_start  # it had the request
                     return _transport_error(exc)
                 body = Body(response)
             if body is None:
