@@ -1,8 +1,10 @@
 """``olp start``: the store, the provider actors, the engine and Hypercorn, under one nursery.
 
 Shutdown: the first SIGTERM/SIGINT stops accepting connections, closes idle keep-alive
-connections and lets in-flight streams finish for up to ``server.drain_grace_s``; then they are
-cancelled (their CLIs' process groups killed). A second signal cancels everything at once.
+connections and lets in-flight streams finish for up to ``server.drain_grace_s``; then what is
+still running is told (a stream ends with an ``error`` event, a request not yet answered gets
+a 503; see ``olp/http/_stopping.py``) and cancelled (its CLI's process group killed). A second
+signal cancels everything at once.
 SIGHUP is logged and ignored. The proxy's run directory holds its spawns' job directories;
 the leftovers of a killed proxy are reaped at start (ADR 0011).
 """
@@ -29,7 +31,7 @@ from olp.actors import CURRENT_RUN_DIR, ProviderActor, RunDir, Sandbox, reap_lef
 from olp.cache import CacheStore, Singleflight
 from olp.config import Settings, load_registry
 from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
-from olp.http import HeaderPolicy, Services, create_app
+from olp.http import STOPPING, HeaderPolicy, Services, Stopping, create_app, drain_aware
 from olp.routing import build_router, model_listing
 from olp.store import (
     HEALTH_STATE,
@@ -44,6 +46,9 @@ log = logging.getLogger("olp.server")
 
 #: Where a generated owner key goes when stdout is not an interactive terminal.
 OWNER_KEY_FILE = "owner-key.txt"
+#: How long Hypercorn's drain outlasts ``server.drain_grace_s``: what is still in flight when
+#: the grace ends is told so (:class:`Stopping`) and has this long to write its last bytes.
+END_OF_DRAIN_MARGIN_S = 1.0
 
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
@@ -216,21 +221,25 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
 
 async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, ProviderActor],
                      task_status: trio.TaskStatus[list[str]]) -> None:
+    grace = settings.config.server.drain_grace_s
     config = hypercorn.config.Config()
     config.bind = [f"{settings.bind}:{settings.port}"]
-    config.graceful_timeout = settings.config.server.drain_grace_s  # default 3 s is too short
+    config.graceful_timeout = grace + END_OF_DRAIN_MARGIN_S  # default 3 s is too short
     config.keep_alive_timeout = settings.config.server.keep_alive_s
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     shutdown = trio.Event()
+    stopping = Stopping()
+    STOPPING.set(stopping)  # this task's context: every request task below inherits it
     async with trio.open_nursery() as root:
         root.start_soon(_watch_signals, shutdown, root.cancel_scope)
+        root.start_soon(_end_drain, shutdown, stopping, grace)
         async with trio.open_nursery() as inner:
             for actor in actors.values():
                 await inner.start(actor.run)
 
             async def http(*, task_status: trio.TaskStatus[list[str]]) -> None:
-                await hypercorn.trio.serve(_last_send_shielded(app), config,
+                await hypercorn.trio.serve(drain_aware(app, stopping), config,
                                            shutdown_trigger=shutdown.wait,
                                            task_status=task_status)
                 inner.cancel_scope.cancel(reason="HTTP server stopped")  # reaps the CLIs
@@ -243,25 +252,12 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
     log.info("stopped")
 
 
-def _last_send_shielded(app: Any) -> Any:
-    """The ASGI ``app`` with each response's last body message sent shielded.
-
-    Hypercorn arms a connection's keep-alive timer from inside that last ``send``, after it
-    has told the app the stream is closed; Quart-Trio cancels its request task on hearing so.
-    Cancelled there, the timer never starts: the idle connection would stay open forever and
-    hold a SIGTERM drain for its whole grace period. (Hypercorn shields the socket write
-    itself already, so this adds no new wait.)"""
-    async def asgi(scope: Any, receive: Any, send: Any) -> None:
-        async def send_last_shielded(message: Any) -> None:
-            if message["type"] == "http.response.body" and not message.get("more_body"):
-                with trio.CancelScope(shield=True):
-                    await send(message)
-            else:
-                await send(message)
-
-        await app(scope, receive, send_last_shielded if scope["type"] == "http" else send)
-
-    return asgi
+async def _end_drain(shutdown: trio.Event, stopping: Stopping, grace: float) -> None:
+    """``grace`` seconds after the drain began, tell what is still in flight to end."""
+    await shutdown.wait()
+    await trio.sleep(grace)
+    log.info("drain grace over: ending what is still in flight")
+    stopping.set()
 
 
 async def _watch_signals(shutdown: trio.Event, hard_stop: trio.CancelScope) -> None:

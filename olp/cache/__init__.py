@@ -1,4 +1,4 @@
-"""The response cache (BRIEF §5): content-addressed keys, a persistent SQLite store,
+"""The response cache (docs/adr/0006-cache.md): content-addressed keys, a persistent SQLite store,
 singleflight for identical concurrent requests, and replay of stored answers.
 
 The engine consults it per hop, after the skip decisions::

@@ -6,3 +6,6 @@ from ._app import Services as Services
 from ._app import create_app as create_app
 from ._chat import HeaderPolicy as HeaderPolicy
 from ._errors import ApiError as ApiError
+from ._stopping import STOPPING as STOPPING
+from ._stopping import Stopping as Stopping
+from ._stopping import drain_aware as drain_aware

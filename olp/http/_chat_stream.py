@@ -8,6 +8,9 @@ comments while the chain is still choosing a hop (comments are not content, so f
 proceeds meanwhile). A chain that then fails ends the stream with the in-band form of the
 error the view would have returned. Either way, once the answer is open a keep-alive is sent
 after every silent interval. See ``docs/adr/0005-fallback-engine.md``.
+
+A stream still running when the server's drain grace ends (see :mod:`._stopping`) ends with
+an ``error`` event (``server_shutting_down``) and a complete body, and logs ``"shutdown"``.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from olp.ir import ChatRequest, Error, Event, Stop, TextDelta, ToolCallDelta, Us
 from olp.ir.openai import DONE, ChunkEncoder, completion_id
 
 from ._errors import chain_error_frame, stream_error_frame
+from ._stopping import SHUTDOWN_ERROR, STOPPING
 
 KEEPALIVE = ChunkEncoder.keepalive()
 
@@ -75,7 +79,9 @@ class ChatStream:
     frame is a keep-alive). The first content frame carries the role delta too. The stream
     ends with ``finish``, the usage chunk when asked for, and ``[DONE]``; or, when the hop
     (or a pending chain) fails, with an ``error`` event and no ``[DONE]``, so clients raise.
-    ``on_end(outcome)`` is called once, with ``"ok"``, the error code, or ``"disconnected"``.
+    ``on_end(outcome)`` is called once, with ``"ok"``, the error code, ``"disconnected"``, or
+    ``"shutdown"`` (the drain grace ended: an ``error`` event ends the body; see
+    :class:`~._stopping.Stopping`, read from :data:`STOPPING` when the stream is made).
     With ``heartbeat_s``, a ``: keepalive`` comment is sent after that much silence.
     ``public_errors`` (a key that is not the owner's): error events carry no upstream text.
     """
@@ -95,6 +101,7 @@ class ChatStream:
         self._committed = False  # a pending answer's first keep-alive has gone out
         self._started = False  # the role delta has gone out
         self._finished = False
+        self._stopping = STOPPING.get()
         if isinstance(answer, PendingAnswer):
             if heartbeat_s is None:
                 raise ValueError("a pending answer needs heartbeats to commit the response")
@@ -108,11 +115,29 @@ class ChatStream:
     async def __anext__(self) -> bytes:
         if self._finished:
             raise StopAsyncIteration
+        if self._stopping is None:
+            return await self._frame()
+        frame: bytes | None = None
+        if not self._stopping.is_set():
+            with self._stopping.cut():  # the waits below are cancel-safe
+                frame = await self._frame()
+        if frame is None:  # the server is stopping
+            return self._shutdown()
+        return frame
+
+    async def _frame(self) -> bytes:
         if self._answer is None:
             frame = await self._wait_for_answer()
             if frame is not None:
                 return frame
         return await self._next_frame()
+
+    def _shutdown(self) -> bytes:
+        """The last frame of a stream cut by the end of the drain; the engine's work stops."""
+        if self._pending is not None:
+            self._pending.cancel()
+        self._end("shutdown")
+        return SHUTDOWN_ERROR.frame()
 
     async def _wait_for_answer(self) -> bytes | None:
         """A keep-alive while the chain is still choosing a hop, or its error as an event;
