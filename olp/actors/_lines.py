@@ -12,8 +12,9 @@ class LineTooLong(Exception):
 class LineReader:
     """Splits a :class:`trio.abc.ReceiveStream` into lines (``\\n`` removed, ``\\r\\n`` too).
 
-    A class, not an async generator, so a half-read stream needs no finalisation
-    (STYLE I7). :meth:`receive_line` is cancel-safe: a cancelled call loses no data.
+    A class, not an async generator, so a half-read stream needs no finalisation (an async
+    generator abandoned mid-read would be finalised later, outside any cancel scope).
+    :meth:`receive_line` is cancel-safe: a cancelled call loses no data.
     """
 
     def __init__(self, stream: trio.abc.ReceiveStream, *, max_line: int = 16 << 20) -> None:

@@ -1,7 +1,8 @@
 """Decoding an OpenAI ``POST /v1/chat/completions`` body into a :class:`ChatRequest`.
 
-The wire schema is lenient on unknown fields and strict on types (STYLE I2): msgspec checks
-the types and reports a path, semantic checks follow. Every failure is :class:`InvalidRequest`.
+The wire schema (``_openai_wire.py``) is lenient on unknown fields and strict on types: msgspec
+checks the types and reports a path, semantic checks follow. Every failure is
+:class:`InvalidRequest`.
 """
 
 from __future__ import annotations
@@ -9,8 +10,9 @@ from __future__ import annotations
 from typing import Any, Final, get_args
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UnsetType
 
+from ._openai_wire import _Message, _Part, _Request, _Tool, _ToolCall
 from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
 
 
@@ -28,75 +30,6 @@ class InvalidRequest(Exception):
         self.message = message
         self.param = param
         self.code = code
-
-
-# --- the wire schema (no forbid_unknown_fields: clients add fields over time) ---
-
-
-class _ImageURL(msgspec.Struct, kw_only=True):
-    url: str
-    detail: str | None = None
-
-
-class _Part(msgspec.Struct, kw_only=True):
-    type: str
-    text: str | None = None
-    image_url: str | _ImageURL | None = None
-    cache_control: dict[str, Any] | None = None  # Anthropic-style prompt-caching marker
-
-
-class _FunctionCall(msgspec.Struct, kw_only=True):
-    name: str
-    arguments: str
-
-
-class _ToolCall(msgspec.Struct, kw_only=True):
-    id: str
-    type: str = "function"
-    function: _FunctionCall
-
-
-class _Message(msgspec.Struct, kw_only=True):
-    role: str
-    content: str | list[_Part] | None | UnsetType = UNSET
-    name: str | None = None
-    tool_calls: list[_ToolCall] | None = None
-    tool_call_id: str | None = None
-
-
-class _StreamOptions(msgspec.Struct, kw_only=True):
-    include_usage: bool | None = None
-
-
-class _FunctionDef(msgspec.Struct, kw_only=True):
-    name: str
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-
-
-class _Tool(msgspec.Struct, kw_only=True):
-    type: str = "function"
-    function: _FunctionDef
-
-
-class _Request(msgspec.Struct, kw_only=True):
-    model: str
-    messages: list[_Message]
-    stream: bool | None = None
-    stream_options: _StreamOptions | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
-    max_completion_tokens: int | None = None
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    n: int | None = None
-    tools: list[_Tool] | None = None
-    tool_choice: str | dict[str, Any] | None = None
-    response_format: dict[str, Any] | None = None
-    user: str | None = None
 
 
 _DECODER: Final = msgspec.json.Decoder(_Request)

@@ -1,6 +1,6 @@
 """OpenAI ``chat.completion.chunk`` events (and whole ``chat.completion`` bodies) → IR events.
 
-Lenient on fields, strict on types (STYLE I2): an event whose JSON does not parse, or whose
+Lenient on fields, strict on types: an event whose JSON does not parse, or whose
 known fields have the wrong types, is *malformed*: skipped and counted, never fatal. Only
 choice 0 is read (OLP asks for ``n=1``). Reasoning deltas (``reasoning``,
 ``reasoning_content``) are not content and are dropped; a ``refusal`` delta is passed on as
