@@ -90,7 +90,10 @@ def olp_config() -> dict[str, Any]:
     return {
         "providers": {
             "enabled": {"openai": False, "mistral": False},
-            "anthropic": {"binary": str(FAKE_CLAUDE), "env": {"ANTHROPIC_API_KEY": "sk-fake"}},
+            # no sandbox: the fake reads its transcripts from tests/fixtures, outside it;
+            # metered: an API key in its environment makes it a metered provider
+            "anthropic": {"binary": str(FAKE_CLAUDE), "env": {"ANTHROPIC_API_KEY": "sk-fake"},
+                          "sandbox": False, "metered": True},
         },
         "server": {"drain_grace_s": 2, "kill_grace_s": 1},
     }

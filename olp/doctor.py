@@ -1,7 +1,8 @@
 """``olp doctor``: each provider's binary, version, credentials (subscription or metered, and
-why), risk tier and state, with the fix for every problem found (the install hints are the
-provider kit's), then each chain left with no usable entry and why; ``--probe`` also sends
-each usable provider one tiny request (the model its spec names)."""
+why, and whether its models are served without a chain), risk tier and state, with the fix
+for every problem found (the install hints are the provider kit's), then each chain left with
+no usable entry and why; ``--probe`` also sends each usable provider one tiny request (the
+model its spec names)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import trio
 from olp import providers
 from olp.config import Settings, load_registry
 from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
-from olp.routing import build_router
+from olp.routing import build_router, registry_refusal
 
 PROBE = ChatRequest(model="probe", messages=(
     Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
@@ -53,6 +54,9 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
         if report.enabled:
             print(f"  credential:  metered ({report.metered_by})" if report.metered_by else
                   "  credential:  subscription", file=out)
+            refused = registry_refusal(runtime.providers[report.name], settings)
+            if refused is not None:
+                print(f"  no chain:    its models answer 404: {refused}", file=out)
         if report.sandbox == "bubblewrap":
             print("  sandbox:     bubblewrap (sees only the system, its installation and its "
                   "own temporary home)", file=out)

@@ -7,6 +7,11 @@ binary not found), one without credentials, or a metered provider without the en
 warning; repeats of a (provider, model) are dropped. A chain with nothing usable left does
 not stop the proxy: it is logged, listed by ``/health`` and ``olp doctor`` with the reason,
 and a request to it answers 503 naming what is missing.
+
+A model without a chain goes where the models registry maps it. When that provider is
+metered, the owner's consent is ``providers.<name>.metered: true`` (there is no entry to
+say it): without it, or with ``OLP_FORBID_METERED_FALLBACK=1``, the model answers 404 naming
+why and the fix, and ``GET /v1/models`` does not list it.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from olp.config import ChainEntry, ProviderSettings, Registry, Settings
-from olp.engine import Capabilities, Hop, Router
+from olp.engine import Capabilities, Hop, Router, UnknownModel
 from olp.engine._routes import dedupe
 
 log = logging.getLogger("olp.routing")
@@ -31,8 +36,8 @@ UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=Tru
 @dataclass(frozen=True, slots=True)
 class Provider:
     """A provider as routing sees it: its settings, whether it can answer now, whether it is
-    metered (configured, or detected from its credential), and when it cannot answer, the
-    problem and its fix."""
+    metered (configured, or detected from its credential) and why, and when it cannot
+    answer, the problem and its fix."""
 
     settings: ProviderSettings
     running: bool
@@ -40,6 +45,7 @@ class Provider:
     metered: bool = False
     problem: str = ""
     fix: str = ""
+    metered_by: str = ""
 
 
 def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
@@ -105,6 +111,9 @@ def build_router(settings: Settings, registry: Registry,
         if entry is None or entry.provider not in providers:
             return None
         provider = providers[entry.provider]
+        refused = registry_refusal(provider, settings)
+        if refused is not None:
+            raise UnknownModel(model, refused)
         return hop_for(None, provider.settings, entry.model, registry,
                        metered=provider.metered)
 
@@ -130,19 +139,47 @@ def _pruned(entry: ChainEntry, provider: Provider | None, settings: Settings) ->
     return None
 
 
+def registry_refusal(provider: Provider, settings: Settings) -> str | None:
+    """Why a model without a chain may not go to ``provider`` (the cause and the fix for its
+    404), or ``None`` when it may: a running metered provider needs
+    ``providers.<name>.metered: true`` (the consent) and no ``OLP_FORBID_METERED_FALLBACK``.
+    A provider that is not running is the router's to report."""
+    if not provider.running or not provider.metered:
+        return None
+    name = provider.settings.name
+    why = f" ({provider.metered_by})" if provider.metered_by else ""
+    if settings.forbid_metered_fallback:
+        return f"`{name}` is metered{why} and OLP_FORBID_METERED_FALLBACK=1"
+    block = settings.config.providers.blocks.get(name)
+    if block is not None and block.metered is True:
+        return None
+    return (f"`{name}` is metered{why}, and a model without a chain needs the consent to "
+            f'spend: set providers.{name}.metered to true, or configure a chain whose entry '
+            f'says "metered": true (see `olp doctor`)')
+
+
 def model_listing(registry: Registry, router: Router,
                   running: Collection[str]) -> list[dict[str, Any]]:
     """The ``GET /v1/models`` rows, each id once: every usable chain (``owned_by: "olp"``),
     then the registry's models and aliases of running providers (``owned_by`` the provider)
-    that no chain shadows (a chain named like an alias wins, as it does for requests)."""
+    that no chain shadows (a chain named like an alias wins, as it does for requests) and
+    that the router serves (not a metered provider's without the consent)."""
     chains = router.chain_names
     rows = [_row(name, "olp") for name in chains if name not in router.unusable_chains]
     seen = set(chains)
     for m in registry.models():
-        if m.owned_by in running and m.id not in seen:
+        if m.owned_by in running and m.id not in seen and _served(router, m.id):
             seen.add(m.id)
             rows.append(_row(m.id, m.owned_by, m.created))
     return rows
+
+
+def _served(router: Router, model: str) -> bool:
+    try:
+        router.resolve(model)
+    except UnknownModel:
+        return False
+    return True
 
 
 def _row(model: str, owned_by: str, created: int = 0) -> dict[str, Any]:

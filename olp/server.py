@@ -6,17 +6,20 @@ still running is told (a stream ends with an ``error`` event, a request not yet 
 a 503; see ``olp/http/_stopping.py``) and cancelled (its CLI's process group killed). A second
 signal cancels everything at once.
 SIGHUP is logged and ignored. The proxy's run directory holds its spawns' job directories;
-the leftovers of a killed proxy are reaped at start (ADR 0011).
+the leftovers of a killed proxy are reaped at start (ADR 0011). With glibc, malloc keeps at
+most :data:`MALLOC_ARENAS` arenas and free heap pages go back to the system every
+:data:`MALLOC_TRIM_EVERY_S` seconds (ADR 0013).
 """
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
 import signal
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,12 +52,41 @@ OWNER_KEY_FILE = "owner-key.txt"
 #: How long Hypercorn's drain outlasts ``server.drain_grace_s``: what is still in flight when
 #: the grace ends is told so (:class:`Stopping`) and has this long to write its last bytes.
 END_OF_DRAIN_MARGIN_S = 1.0
+#: glibc malloc arenas for the whole proxy: the main thread's and one shared by every worker
+#: thread (glibc's default is 8 per CPU, each keeping its own free memory).
+MALLOC_ARENAS = 2
+#: How often free heap memory is handed back to the system (``malloc_trim``), off the event
+#: loop in a worker thread.
+MALLOC_TRIM_EVERY_S = 60.0
+_M_ARENA_MAX = -8  # mallopt parameter, <malloc.h>
+
 
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
     logs.configure(settings.log_level)
+    libc = glibc()
+    if libc is not None:  # before any thread exists: arenas are made on a thread's first malloc
+        libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
     trio.run(serve, settings)
     return 0
+
+
+def glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc (``mallopt``, ``malloc_trim``), else None."""
+    try:
+        version = os.confstr("CS_GNU_LIBC_VERSION")
+    except (ValueError, OSError, AttributeError):  # not a GNU libc, or no confstr at all
+        return None
+    return ctypes.CDLL("libc.so.6") if version and version.startswith("glibc") else None
+
+
+async def trim_malloc(trim: Callable[[], Awaitable[object]], every_s: float) -> None:
+    """Every ``every_s`` seconds, ``await trim()``: in the proxy, glibc's ``malloc_trim(0)`` in
+    a worker thread, so free pages inside the heaps go back to the system off the event loop.
+    Runs until cancelled (a trim in progress is waited for: a thread cannot be abandoned)."""
+    while True:
+        await trio.sleep(every_s)
+        await trim()
 
 
 async def _probe_version(report: providers.Report, sandbox: Sandbox | None) -> None:
@@ -208,6 +240,10 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(_persist_state, engine, state, changes)
+                libc = glibc()
+                if libc is not None:
+                    trim = partial(trio.to_thread.run_sync, libc.malloc_trim, 0)
+                    nursery.start_soon(trim_malloc, trim, MALLOC_TRIM_EVERY_S)
                 await nursery.start(flights.run)
                 services.background = nursery
                 await _serve_app(app, settings, actors, task_status)

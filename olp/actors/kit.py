@@ -20,7 +20,8 @@ import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
 
 import olp.actors
 from olp.ir import ChatRequest
@@ -36,9 +37,21 @@ RiskTier = Literal["A", "B", "C", "D"]
 #: text only), or everything passed through to the upstream.
 CapabilitySource = Literal["registry", "passthrough"]
 
-__all__ = ["CapabilitySource", "Credentials", "ProviderSpec", "RiskTier", "SpecKind",
-           "builtin_names", "builtin_specs", "cache_bypass", "find", "http_kinds",
+__all__ = ["CapabilitySource", "Credentials", "MeteredFiles", "ProviderSpec", "RiskTier",
+           "SpecKind", "builtin_names", "builtin_specs", "cache_bypass", "find", "http_kinds",
            "never_bypass", "resolve_binary", "spec_for"]
+
+
+@runtime_checkable
+class MeteredFiles(Protocol):
+    """Credentials whose login *file* can hold an API key (codex's ``auth.json`` in API-key
+    mode, vibe's ``.env``): they say so, for :meth:`ProviderSpec.metered_by`."""
+
+    def metered_source(self, env: Mapping[str, str], real_home: Path) -> str | None:
+        """Where the API key the CLI will use is (a file it reads), or ``None`` when its
+        login file holds none. ``env`` and ``real_home`` are as for ``preflight``. Reads
+        the file (briefly blocking)."""
+        ...
 
 
 def never_bypass(request: ChatRequest) -> bool:
@@ -62,7 +75,7 @@ class ProviderSpec:
     - ``credentials``: where its login is found (:class:`~olp.actors.kit.Credentials`).
     - ``metered_env``: variables whose presence in the CLI's environment means metered
       (per-token) spend: an API key rather than a subscription login (see
-      :meth:`metered_by`).
+      :meth:`metered_by`; credentials that are also :class:`MeteredFiles` add their files).
     - ``metered``: whether the provider is metered whatever its credential (HTTP kinds).
     - ``timeouts``: the default deadlines; ``max_idle_s`` an idle deadline the config must
       stay below, ``max_idle_reason`` why (shown in the config error).
@@ -100,12 +113,16 @@ class ProviderSpec:
             raise ValueError(f"provider spec {self.name!r}: default idle_s must be below "
                              f"max_idle_s")
 
-    def metered_by(self, configured_env: Mapping[str, str],
-                   proxy_env: Mapping[str, str]) -> str | None:
-        """Why this provider is metered, or ``None`` when it is not: a ``metered_env``
-        variable that reaches the CLI non-empty, from the provider's configured ``env`` or
-        passed through from the proxy's environment by its credentials' ``spawn_env`` (the
-        variables the CLI actually gets); for a kind that is always metered, that."""
+    def metered_by(self, configured_env: Mapping[str, str], proxy_env: Mapping[str, str],
+                   *, real_home: Path | None = None) -> str | None:
+        """Why this provider is metered, or ``None`` when it is not.
+
+        Metered when a ``metered_env`` variable reaches the CLI non-empty (from the
+        provider's configured ``env``, or passed through from the proxy's environment by its
+        credentials' ``spawn_env``: the variables the CLI actually gets), else when its
+        credentials are :class:`MeteredFiles` and the login file the CLI will read holds an
+        API key (``real_home`` defaults to ``proxy_env``'s ``HOME``, else the user's home);
+        a kind that is always metered is. Reads that file (briefly blocking)."""
         if self.metered:
             return f"the {self.name} kind is metered by default"
         if self.credentials is None:
@@ -116,6 +133,9 @@ class ProviderSpec:
                 return f"{var} in providers.{self.name}.env"
             if var not in configured_env and passed.get(var, "").strip():
                 return f"{var} in the proxy's environment"
+        if isinstance(self.credentials, MeteredFiles):
+            home = real_home or Path(proxy_env.get("HOME") or Path.home())
+            return self.credentials.metered_source({**passed, **configured_env}, home)
         return None
 
 

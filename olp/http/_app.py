@@ -99,6 +99,23 @@ def create_app(services: Services) -> QuartTrio:
             message = f"Request body is larger than {services.max_body_bytes} bytes."
         return await _api_error(ApiError(status, message, "invalid_request_error", code))
 
+    upkeep = trio.CancelScope()
+
+    @app.before_serving
+    async def _start_cache_upkeep() -> None:
+        """While the app serves, the cache writes its hits' last-used times every few
+        seconds (see :meth:`CacheStore.run`)."""
+        if services.cache is not None:
+            await app.nursery.start(_cache_upkeep, services.cache, upkeep)
+
+    @app.after_serving
+    async def _stop_cache_upkeep() -> None:
+        """At shutdown (after the last request), the last ones are written before the
+        database closes."""
+        upkeep.cancel(reason="stopped serving")
+        if services.cache is not None:
+            await services.cache.flush()
+
     @app.after_request
     async def _close_if_body_unread(response: Response) -> Response:
         """An answer given before the request's body was read (a wrong key, a body too large,
@@ -222,6 +239,12 @@ def create_app(services: Services) -> QuartTrio:
         return _json({"reset": cleared})
 
     return app
+
+
+async def _cache_upkeep(cache: CacheStore, scope: trio.CancelScope, *,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    with scope:
+        await cache.run(task_status=task_status)
 
 
 def _token_from_headers() -> str | None:

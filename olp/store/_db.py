@@ -4,6 +4,7 @@ Every call blocks on disk I/O. Synchronous callers (the CLI) use :meth:`Database
 :meth:`Database.write`; Trio code uses :meth:`Database.read_async` / :meth:`Database.write_async`,
 which run the same function in a worker thread (``trio.to_thread.run_sync``) so the event loop
 never waits on the disk. A :class:`threading.Lock` serialises access to the one connection.
+SQLite's page cache is capped at :data:`PAGE_CACHE_KIB` (docs/adr/0013-memory-over-months.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,11 @@ from typing import Final, TypeVar
 import trio
 
 _T = TypeVar("_T")
+
+#: SQLite's page cache for the one connection, in KiB (its default is 2,000). Lookups are by
+#: index and the OS caches the file anyway; a smaller cap lets the proxy's memory reach its
+#: steady size sooner (docs/adr/0013-memory-over-months.md).
+PAGE_CACHE_KIB: Final = 512
 
 # Schema history: entry i upgrades user_version i to i + 1. Append only; never edit a shipped
 # entry (later issues add the cache, usage ledger, cooldowns and audit tables here).
@@ -89,6 +95,7 @@ class Database:
             self._conn.execute("PRAGMA journal_mode = WAL")
             self._conn.execute("PRAGMA synchronous = NORMAL")
             self._conn.execute("PRAGMA foreign_keys = ON")
+            self._conn.execute(f"PRAGMA cache_size = -{PAGE_CACHE_KIB}")
             self._migrate()
         except BaseException:
             self._conn.close()

@@ -19,7 +19,7 @@ from olp_harness import FAKE_CLAUDE, in_thread, run_proxy
 def config(tmp_path: Path) -> dict[str, Any]:
     return {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE),
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True,
                       "env": {"FAKE_CLAUDE_PIDFILE": str(tmp_path / "pids"),
                               "FAKE_CLAUDE_ARGV_FILE": str(tmp_path / "argv.json"),
                               "ANTHROPIC_API_KEY": "sk-ant-fake"},

@@ -18,7 +18,7 @@ BODY: dict[str, Any] = {"model": "sonnet", "messages": [{"role": "user", "conten
 def config(tmp_path: Path) -> dict[str, Any]:
     return {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "env": {
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "env": {
             "FAKE_CLAUDE_PIDFILE": str(tmp_path / "pids"), "ANTHROPIC_API_KEY": "sk-fake"}}}}
 
 

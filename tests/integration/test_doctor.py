@@ -67,6 +67,27 @@ def test_without_bubblewrap_a_cli_provider_is_refused_unless_the_owner_opts_out(
     assert "sandbox:     OFF" in done.stdout
 
 
+def test_metered_from_a_login_file(tmp_path: Path) -> None:
+    """codex's auth.json in API-key mode is metered; with the provider's consent its models
+    are served without a chain (no "no chain" line)."""
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    (home / ".codex" / "auth.json").write_text(json.dumps(
+        {"auth_mode": "apikey", "OPENAI_API_KEY": "sk-file"}))
+    codex = REPO / "tests" / "support" / "fakes" / "fake_codex.py"
+    config: dict[str, object] = {"providers": {
+        "enabled": {"anthropic": False, "mistral": False},
+        "openai": {"binary": str(codex), "sandbox": False}}}
+    done = doctor(home, config, path=os.environ["PATH"])
+    assert "credential:  metered (OPENAI_API_KEY in ~/.codex/auth.json (auth_mode apikey))" in (
+        done.stdout)
+    assert "no chain:    its models answer 404" in done.stdout
+    config["providers"]["openai"]["metered"] = True  # type: ignore[index]
+    done = doctor(home, config, path=os.environ["PATH"])
+    assert "credential:  metered (providers.openai.metered is true)" in done.stdout
+    assert "no chain:" not in done.stdout
+
+
 def test_lists_a_chain_without_a_usable_entry_and_says_what_is_metered(tmp_path: Path) -> None:
     config = {"providers": {"enabled": {"openai": False, "mistral": False},
                             "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": False,
@@ -77,6 +98,9 @@ def test_lists_a_chain_without_a_usable_entry_and_says_what_is_metered(tmp_path:
                   "cli": [{"provider": "openai", "model": "gpt-5.5"}]}}}
     done = doctor(tmp_path / "home", config, path=os.environ["PATH"])
     assert "credential:  metered (ANTHROPIC_API_KEY in providers.anthropic.env)" in done.stdout
+    # Its registry models (no chain, so no entry to consent) are refused, with the fix.
+    assert "no chain:    its models answer 404: `anthropic` is metered" in done.stdout
+    assert "set providers.anthropic.metered to true" in done.stdout
     assert "chain cli: PROBLEM no usable entry" in done.stdout
     assert "openai:gpt-5.5: disabled" in done.stdout
     assert "chain pay" not in done.stdout

@@ -22,7 +22,7 @@ MESSAGES: list[Any] = [{"role": "system", "content": "Be terse."},
 def config(tmp_path: Path, scenario: str, **env: str) -> dict[str, Any]:
     return {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "max_concurrent": 2,
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "max_concurrent": 2,
                       "env": {"FAKE_CLAUDE_SCENARIO": scenario,
                               "FAKE_CLAUDE_PIDFILE": str(tmp_path / "pids"),
                               "ANTHROPIC_API_KEY": "sk-ant-fake", **env},

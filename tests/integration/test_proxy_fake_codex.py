@@ -30,7 +30,7 @@ PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAEElEQVR4
 
 
 def codex_block(tmp_path: Path, scenario: str, **env: str) -> dict[str, Any]:
-    return {"binary": str(FAKE_CODEX), "max_concurrent": 2,
+    return {"binary": str(FAKE_CODEX), "metered": True, "max_concurrent": 2,
             "env": {"FAKE_CODEX_SCENARIO": scenario,
                     "FAKE_CODEX_PIDFILE": str(tmp_path / "pids"),
                     "OPENAI_API_KEY": "sk-fake", **env},

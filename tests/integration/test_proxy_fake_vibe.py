@@ -32,7 +32,8 @@ def config(tmp_path: Path, scenario: str, *, key: bool = True, **env: str) -> di
         provider_env["MISTRAL_API_KEY"] = "mock-mistral-key-0000"
     return {"providers": {
         "enabled": {"anthropic": False, "openai": False, "mistral": True},
-        "mistral": {"binary": str(FAKE_VIBE), "max_concurrent": 2, "env": provider_env,
+        "mistral": {"binary": str(FAKE_VIBE), "metered": True, "max_concurrent": 2,
+                    "env": provider_env,
                     "timeouts": {"first_output_s": 20, "idle_s": 10, "total_s": 30}}},
         "server": {"kill_grace_s": 1}}
 

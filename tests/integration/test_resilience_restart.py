@@ -18,7 +18,7 @@ MESSAGES: list[Any] = [{"role": "user", "content": "hi"}]
 def config(tmp_path: Path) -> dict[str, Any]:
     return {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "env": {
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "env": {
             "FAKE_CLAUDE_SCENARIO": "server_error", "FAKE_CLAUDE_PIDFILE": str(tmp_path / "pids"),
             "ANTHROPIC_API_KEY": "sk-fake"}}},
         "routing": {"resilience": {"circuit_failures": 2, "probe_after_s": 600}},

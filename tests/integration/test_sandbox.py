@@ -183,7 +183,7 @@ async def test_a_confined_cli_answers_through_the_proxy(tmp_path: Path) -> None:
     """The default (sandbox on) with a fake claude: it answers, and reads only what it may."""
     config = {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": True,
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "sandbox": True,
                       "env": {"FAKE_CLAUDE_SCENARIO": "success",
                               "ANTHROPIC_API_KEY": "sk-ant-fake"}}}}
     with trio.fail_after(60):
@@ -211,7 +211,7 @@ async def test_kill_9_of_the_proxy_takes_every_confined_cli_with_it(tmp_path: Pa
     killed with -9."""
     config = {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": True,
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "sandbox": True,
                       "env": {"FAKE_CLAUDE_SCENARIO": "slow", "FAKE_CLAUDE_DELAY_S": "0.5",
                               "ANTHROPIC_API_KEY": "sk-ant-fake"}}}}
     with trio.fail_after(60):

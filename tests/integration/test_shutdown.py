@@ -18,7 +18,7 @@ MESSAGES: list[Any] = [{"role": "user", "content": "Count slowly."}]
 def config(tmp_path: Path, scenario: str, delay: str) -> dict[str, Any]:
     return {"providers": {
         "enabled": {"openai": False, "mistral": False},
-        "anthropic": {"binary": str(FAKE_CLAUDE), "env": {
+        "anthropic": {"binary": str(FAKE_CLAUDE), "metered": True, "env": {
             "FAKE_CLAUDE_SCENARIO": scenario, "FAKE_CLAUDE_DELAY_S": delay,
             "FAKE_CLAUDE_PIDFILE": str(tmp_path / "pids"), "ANTHROPIC_API_KEY": "sk-fake"}}},
         "server": {"drain_grace_s": 20, "kill_grace_s": 1}}

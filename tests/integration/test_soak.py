@@ -1,4 +1,4 @@
-"""The fault soak (``bench/soak.py``, ``./dev soak``) at 1,000 requests, and its classifier.
+"""The fault soak (``bench/soak/``, ``./dev soak``) at 1,000 requests, and its classifier.
 
 The soak starts ``olp start`` with fake CLIs and mock upstreams that fail at every stage, sends
 requests with clients that disconnect or read slowly, then checks that no process, limiter
@@ -21,7 +21,11 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `bench` is not installed; `python -m pytest` has it already
     sys.path.insert(0, str(REPO))
 
-from bench.soak import DISPATCHER, Kind, Planned, classify, plan  # noqa: E402
+from bench.soak.__main__ import rss_baseline_at  # noqa: E402
+from bench.soak.client import classify  # noqa: E402
+from bench.soak.scenarios import DISPATCHER, Kind, Planned, plan  # noqa: E402
+from bench.soak.upstreams import proxy_config  # noqa: E402
+from olp.config import Config, load_config  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
@@ -111,3 +115,20 @@ def test_the_dispatcher_picks_the_scenario_from_the_prompt(tmp_path: Path) -> No
     assert run("x soak-scenario=stall").stdout.startswith("success|/nonexistent/soak-hold|")
     assert run("x soak-scenario=exit_nonzero").returncode == 2
     assert run("x soak-scenario=crash_before").returncode == -11  # SIGSEGV
+
+
+def test_the_proxy_config_loads_and_keeps_idle_connections_past_the_default(
+        tmp_path: Path) -> None:
+    """A client starved for more than the default keep-alive (5 s) between two requests would
+    race the server closing its connection: not a fault the soak is about."""
+    config = proxy_config(tmp_path, {"ok": "http://127.0.0.1:9/v1"}, "OLP_SOAK_RUN=x", 32)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    assert load_config(path).server.keep_alive_s > Config().server.keep_alive_s
+
+
+def test_rss_growth_is_measured_from_half_the_run_after_the_warm_up() -> None:
+    """docs/adr/0013-memory-over-months.md: the proxy's memory settles until about request
+    5,000 of 10,000, so growth before it is warm-up, not a leak."""
+    assert rss_baseline_at(10_000) == 5_000
+    assert rss_baseline_at(1_000) == 500

@@ -2,7 +2,8 @@
 proxy starts and serves the healthy chain; the broken one is loud (a warning at start,
 ``/health``, ``olp doctor``) and answers 503 naming what is missing; a registry model of the
 missing provider is a 404 that says why. A CLI spending an API key is reported metered in
-``X-OLP-Credential``, ``/health`` and ``olp doctor`` alike."""
+``X-OLP-Credential``, ``/health`` and ``olp doctor`` alike, and needs the consent to spend for
+a chain entry and a registry model alike."""
 
 from __future__ import annotations
 
@@ -85,15 +86,22 @@ async def test_an_api_key_in_the_providers_env_is_metered_everywhere(tmp_path: P
     cfg = config(tmp_path, {"ANTHROPIC_API_KEY": "sk-ant-fake"})
     with trio.fail_after(60):
         async with run_proxy(home, cfg) as proxy:
-            # By the registry (no chain, so no consent to give): served, and said metered.
-            resp = await in_thread(lambda: post(proxy, "sonnet"))
+            # By the registry: no entry to consent, and the provider did not: refused.
+            refused = await in_thread(lambda: post(proxy, "sonnet"))
             health = (await in_thread(lambda: proxy.get("/health"))).json()
             chain = await in_thread(lambda: post(proxy, "works"))
-    assert resp.status_code == 200
-    assert resp.headers["x-olp-credential"] == "metered"
+    assert refused.status_code == 404
+    assert "set providers.anthropic.metered to true" in refused.json()["error"]["message"]
     assert health["providers"]["anthropic"]["metered"] is True
     assert "ANTHROPIC_API_KEY" in health["providers"]["anthropic"]["metered_by"]
     # The chain's entry did not consent to metered spend: pruned, and the 503 says so.
     assert chain.status_code == 503 and "metered" in chain.json()["error"]["message"]
     done = await trio.to_thread.run_sync(doctor, home)
     assert "credential:  metered (ANTHROPIC_API_KEY in providers.anthropic.env)" in done.stdout
+    # The provider's own consent serves its registry models, said metered.
+    cfg["providers"]["anthropic"]["metered"] = True
+    with trio.fail_after(60):
+        async with run_proxy(home, cfg) as proxy:
+            resp = await in_thread(lambda: post(proxy, "sonnet"))
+    assert resp.status_code == 200
+    assert resp.headers["x-olp-credential"] == "metered"

@@ -1,7 +1,8 @@
 """Metered is a provider property computed from where its credential comes from: an API key
 that reaches the CLI (from the provider's ``env``, or passed through from the proxy's
 environment) is metered spend; ``providers.<name>.metered`` overrides the detection; and a
-metered provider's chain entry still needs the entry's consent."""
+metered provider's chain entry still needs the entry's consent, and a model without a chain
+needs the provider's (``providers.<name>.metered: true``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from olp.actors.codex import SPEC as CODEX
 from olp.actors.openai_compat import SPEC as OPENAI_COMPAT
 from olp.actors.vibe import SPEC as VIBE
 from olp.config import load_registry, load_settings
+from olp.engine import UnknownModel
 from olp.routing import build_router
 
 
@@ -42,9 +44,9 @@ from olp.routing import build_router
     (OPENAI_COMPAT, {}, {}, "the openai-compatible kind is metered by default"),
 ])
 def test_detection_follows_what_reaches_the_cli(spec: Any, configured: dict[str, str],
-                                               proxy: dict[str, str],
-                                               expected: str | None) -> None:
-    assert spec.metered_by(configured, proxy) == expected
+                                               proxy: dict[str, str], expected: str | None,
+                                               tmp_path: Path) -> None:
+    assert spec.metered_by(configured, proxy, real_home=tmp_path) == expected
 
 
 def _settings(tmp_path: Path, config: dict[str, Any]) -> Any:
@@ -85,4 +87,12 @@ def test_the_report_and_routing_agree_and_a_metered_entry_needs_consent(
     router = build_router(settings, load_registry(), runtime.providers)
     assert router.resolve("consented").hops[0].metered
     assert "consent" in router.unusable_chains["plain"]
-    assert router.resolve("sonnet").hops[0].metered  # a registry route says it too
+    # A registry route has no entry to consent: the provider's own setting must.
+    with pytest.raises(UnknownModel) as refused:
+        router.resolve("sonnet")
+    assert "providers.anthropic.metered to true" in refused.value.message
+    config["providers"]["anthropic"]["metered"] = True  # type: ignore[index]
+    settings = _settings(tmp_path, config)
+    runtime = providers.build(settings, {"PATH": "/usr/bin:/bin"})
+    router = build_router(settings, load_registry(), runtime.providers)
+    assert router.resolve("sonnet").hops[0].metered  # served, and said metered

@@ -7,6 +7,12 @@ holds a ChatGPT login (``tokens.access_token``) or an API-key login (``OPENAI_AP
 ``CODEX_API_KEY``) counts too — that is metered API spend, so it is never taken from the
 proxy's own environment.
 
+Metered or subscription (:func:`metered_source`): the file's ``auth_mode`` says which login
+codex uses — ``"apikey"`` (what ``codex login --with-api-key`` writes, next to
+``OPENAI_API_KEY``) is metered, ``"chatgpt"`` (and the other token modes) the subscription;
+a file without ``auth_mode`` is read as codex 0.171.0 reads it: API-key mode when it holds a
+non-empty ``OPENAI_API_KEY``, else ChatGPT.
+
 Isolation: the runner gives every spawn a fresh temporary ``HOME``; codex then uses
 ``$HOME/.codex`` as its home (it creates it when missing), where the runner symlinks the auth
 file (:func:`home_links`; a token refresh writes through the link) and writes the provider's
@@ -63,19 +69,57 @@ def auth_file(env: Mapping[str, str], real_home: Path) -> Path:
     return real_home / AUTH_IN_HOME
 
 
-def has_login(path: Path) -> bool:
-    """True when ``path`` is a readable JSON object with a non-empty ``tokens.access_token``
-    or ``OPENAI_API_KEY`` string."""
+def _read(path: Path) -> dict[str, object] | None:
+    """The auth file's JSON object, or ``None`` when it is missing, unreadable or not one."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return False
-    if not isinstance(data, dict):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _key(data: Mapping[str, object]) -> str | None:
+    key = data.get("OPENAI_API_KEY")
+    return key if isinstance(key, str) and key.strip() else None
+
+
+def has_login(path: Path) -> bool:
+    """True when ``path`` is a readable JSON object with a non-empty ``tokens.access_token``
+    or ``OPENAI_API_KEY`` string."""
+    data = _read(path)
+    if data is None:
         return False
     tokens = data.get("tokens")
     token = tokens.get("access_token") if isinstance(tokens, dict) else None
     key = data.get("OPENAI_API_KEY")
     return any(isinstance(v, str) and v.strip() for v in (token, key))
+
+
+def api_key_mode(data: Mapping[str, object]) -> bool:
+    """Whether codex logs in with the auth file's API key (see the module docstring)."""
+    mode = data.get("auth_mode")
+    if isinstance(mode, str) and mode.strip():
+        return mode.strip().lower().replace("_", "").replace("-", "") == "apikey"
+    return _key(data) is not None
+
+
+def metered_source(env: Mapping[str, str], real_home: Path) -> str | None:
+    """``"OPENAI_API_KEY in <auth file>"`` when codex will log in with the API key the auth
+    file holds (``~`` for ``real_home`` in the path), else ``None``. A key in ``env`` is
+    the kit's to report (it wins over the file). Reads the file (briefly blocking)."""
+    path = auth_file(env, real_home)
+    data = _read(path)
+    if data is None or not api_key_mode(data) or _key(data) is None:
+        return None
+    return f"OPENAI_API_KEY in {_shown(path, real_home)} (auth_mode apikey)"
+
+
+def _shown(path: Path, home: Path) -> str:
+    """``path`` with ``home`` written as ``~``."""
+    try:
+        return f"~/{path.relative_to(home)}"
+    except ValueError:
+        return str(path)
 
 
 def home_links(env: Mapping[str, str], real_home: Path) -> dict[str, Path]:

@@ -38,13 +38,15 @@ from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
 
 from .._deadline import DeadlineClock, TimeoutWording
-from ._body import Body, OneShot
+from ._body import Body
 from ._chunks import ChunkReader
 from ._classify import classify, classify_stream_error, cut, parse_error_body
 from ._config import HttpConfig
+from ._cork import cork
 from ._request import encode_chat_request
 from ._retry import RetryKind, plan_retry
 from ._sse import SSEDecoder, SSETooLarge
+from ._upstream import Upstream
 
 log = logging.getLogger("olp.actors.openai_compat")
 
@@ -73,6 +75,7 @@ class OpenAICompatRunner:
         self.config = config
         self._owns_client = client is None
         self.client = client if client is not None else make_client(config)
+        self._upstream: Upstream | None = None  # made at the first request
 
     def preflight(self) -> Error | None:
         """``AUTH_MISSING`` when a key was expected (``api_key_env``) but is not set."""
@@ -99,26 +102,40 @@ class OpenAICompatRunner:
         await emit(terminal)
 
     def build_request(self, body: bytes) -> httpx.Request:
-        headers = {
-            "content-type": "application/json",
-            "accept": "text/event-stream",
-            "accept-encoding": "identity",  # compression would hold back a stream
-            "user-agent": _USER_AGENT,
-            **self.config.headers,
-        }
-        key = (self.config.api_key or "").strip()
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        request = self.client.build_request("POST", self.config.url, content=body,
-                                            headers=headers)
-        request.stream = OneShot(body)
-        return request
+        """The request for one attempt; raises ``ValueError`` for a header value that cannot
+        be sent (a key that is not ASCII, say)."""
+        return self.upstream.build(body)
+
+    async def send(self, request: httpx.Request) -> httpx.Response:
+        """Send one attempt's request; its body is left to stream (see :mod:`._upstream`)."""
+        return await self.upstream.send(request)
+
+    @property
+    def upstream(self) -> Upstream:
+        """The prepared request; raises ``ValueError`` for a header value that is not
+        ASCII. A configured header replaces OLP's own of the same name, in any case."""
+        if self._upstream is None:
+            headers = httpx.Headers({
+                "content-type": "application/json",
+                "accept": "text/event-stream",
+                "accept-encoding": "identity",  # compression would hold back a stream
+                "user-agent": _USER_AGENT,
+            })
+            headers.update(self.config.headers)
+            key = (self.config.api_key or "").strip()
+            if key:  # update(), not []=: it refuses a value that is not ASCII
+                headers.update({"authorization": f"Bearer {key}"})
+            self._upstream = Upstream(self.client, self.config.url, headers)
+        return self._upstream
 
 
 def make_client(config: HttpConfig) -> httpx.AsyncClient:
     """The provider's shared client: only the connect deadline is httpx's; the others are
     trio deadlines in the runner (httpx's read timeout would restart on every chunk)."""
+    transport = httpx.AsyncHTTPTransport(trust_env=config.trust_env)
+    cork(transport)  # a request's head and body in one send (see ._cork)
     return httpx.AsyncClient(
+        transport=transport,
         timeout=httpx.Timeout(None, connect=config.connect_s),
         follow_redirects=False,
         trust_env=config.trust_env,
@@ -199,7 +216,7 @@ class _Job:
         try:
             with trio.move_on_at(headers_deadline):
                 try:
-                    response = await self.runner.client.send(request, stream=True)
+                    response = await self.runner.send(request)
                 except httpx.HTTPError as exc:
                     if not isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)):
                         self.silent_s = trio.current_time() - attempt_start  # it had the request

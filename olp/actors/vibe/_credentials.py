@@ -12,6 +12,10 @@ symlinked into it as ``.vibe/.env`` (vibe reads ``$VIBE_HOME/.env``). A ``VIBE_H
 proxy's environment is therefore not passed on: it is turned into ``MISTRAL_VIBE_AUTH_PATH``
 (``<VIBE_HOME>/.env``), which vibe ignores and :func:`home_links` reads.
 
+Every key vibe reads is a Mistral API key, so a key found in that file is metered spend like
+one in the environment (:func:`metered_source`); an owner whose key comes with a plan says
+``providers.mistral.metered: false``.
+
 vibe can also read keys from the system keyring; that cannot be checked cheaply and is not
 looked at (an owner with only a keyring entry sets ``MISTRAL_API_KEY`` instead).
 """
@@ -98,6 +102,22 @@ def has_key(path: Path) -> bool:
             if value:
                 return True
     return False
+
+
+def metered_source(env: Mapping[str, str], real_home: Path) -> str | None:
+    """``"MISTRAL_API_KEY in <file>"`` when the dotenv file vibe reads (:func:`env_file`,
+    ``~`` for ``real_home`` in the path) holds a key, else ``None``. A key in ``env`` is the
+    kit's to report (it wins over the file). Reads the file (briefly blocking)."""
+    path = env_file(env, real_home)
+    return f"{KEY_VAR} in {_shown(path, real_home)}" if has_key(path) else None
+
+
+def _shown(path: Path, home: Path) -> str:
+    """``path`` with ``home`` written as ``~``."""
+    try:
+        return f"~/{path.relative_to(home)}"
+    except ValueError:
+        return str(path)
 
 
 def preflight(env: Mapping[str, str], home: Path) -> Error | None:
