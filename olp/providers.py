@@ -29,6 +29,7 @@ from olp.actors import (
     install_roots,
     kit,
 )
+from olp.actors._toolbridge import bridge_read_roots
 from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.config import ProviderSettings, Settings, resolve_binary
 from olp.routing import Provider
@@ -164,7 +165,10 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
         # Never a root that holds the owner's home, OLP's home or the spawns' job directories.
         roots = install_roots(binary, path_env=environ.get("PATH"),
                               forbidden=(real_home, settings.home, Path(tempfile.gettempdir())))
-        sandbox = Sandbox(bwrap, read_only=(*roots, *map(Path, provider.sandbox_read_only)))
+        # The tool bridge (an MCP server the CLI launches) runs on the proxy's interpreter.
+        bridge = [r for r in bridge_read_roots() if r not in roots]
+        sandbox = Sandbox(bwrap, read_only=(*roots, *bridge,
+                                            *map(Path, provider.sandbox_read_only)))
         report.sandbox = "bubblewrap"
     else:
         report.sandbox = "off"

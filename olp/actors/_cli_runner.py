@@ -12,7 +12,7 @@ from pathlib import Path
 import trio
 
 from olp.failures import Code
-from olp.ir import ChatRequest, Error, Event, is_content, is_terminal
+from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
 
 from ._adapter import CapabilityMissing, CliAdapter, Invocation
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
@@ -20,6 +20,7 @@ from ._lines import LineTooLong
 from ._process import Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import Sandbox
+from ._tool_gate import ToolGate
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -111,7 +112,9 @@ class CliRunner:
                                             writable=links.values())
         spec = SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir)
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
-        parser = self.adapter.parser(workdir)
+        # Every parser's tool calls are checked against the request (_tool_gate.py); a
+        # terminal event from it ends the spawn (a CLI left waiting on tools/call is killed).
+        parser = ToolGate(self.adapter.parser(workdir), request)
         try:
             async with self.spawner.open(spec) as proc:
                 while True:
@@ -130,6 +133,11 @@ class CliRunner:
                             return parser.finish(returncode, stderr_tail)
                         for event in parser.feed(line):
                             if is_terminal(event):
+                                if isinstance(event, Stop) and event.finish_reason == "tool_calls":
+                                    # Waiting on a tools/call the bridge never answers:
+                                    # SIGKILL now (a TERM lets claude ask the model again,
+                                    # a second billed request; ADR 0012, decision 3).
+                                    proc.kill()
                                 return event
                             if is_content(event):
                                 clock.content()

@@ -65,6 +65,11 @@ class CliProcess(Protocol):
         """The last bytes the process wrote to stderr (bounded)."""
         ...
 
+    def kill(self) -> None:
+        """SIGKILL the whole process group now (no grace; never blocks). Leaving the
+        spawner's context afterwards still waits for the exit and sweeps the group."""
+        ...
+
 
 class Spawner(Protocol):
     def open(self, spec: SpawnSpec) -> contextlib.AbstractAsyncContextManager[CliProcess]:
@@ -151,6 +156,9 @@ class _RealProcess:
 
     def stderr_tail(self) -> bytes:
         return bytes(self._tail)
+
+    def kill(self) -> None:
+        _signal_group(self._proc.pid, signal.SIGKILL)  # pgid == pid: start_new_session=True
 
 
 class ProcessSpawner:

@@ -10,27 +10,31 @@
       <system/developer texts in order, a blank line between>
 
       The conversation so far is below. Each turn starts with a label line: "User:",
-      "Assistant:" or "Tool result (<tool_call_id>):".
+      "Assistant:" or "Tool result:".
 
       User:
       <text>
 
       Assistant:
       <text>
-      [tool call <id>: <name>(<arguments>)]
+      [you called <name> with <arguments>]
 
-      Tool result (<tool_call_id>):
-      <text>
+      Tool result:
+      [<name> returned] <text>
 
       ---
       Reply to the last User message above as the Assistant. Write only the reply itself,
       with no label.
 
-  A ``name`` on a message is shown as ``User (alice):`` (a tool result's as
-  ``Tool result (<id>) from <name>:``). Image parts are shown as
-  ``[image]``; other turn text is copied verbatim (it is not escaped, so a client can write
-  text that looks like a label — harmless, it only confuses its own conversation). When the
-  last turn is a tool result the closing line asks to continue using the tool results.
+  A ``name`` on a message is shown as ``User (alice):``. A tool result names the tool its
+  ``tool_call_id`` belongs to (an earlier assistant call; else the message's ``name``; else
+  ``tool call <id>``). Image parts are shown as ``[image]``; other turn text is copied
+  verbatim (it is not escaped, so a client can write text that looks like a label — harmless,
+  it only confuses its own conversation). When the last turn is a tool result the closing
+  line asks to continue using the tool results; whenever the conversation holds tool results
+  it also says they are final (the client already ran those tools), so the model answers from
+  them instead of calling the same tools again — measured to work with claude, where
+  replaying the calls as structured turns did not.
 
 No messages at all (or only system text with ``include_system`` false) → ``""``.
 
@@ -49,7 +53,7 @@ from olp.ir import ImagePart, Message, TextPart
 _SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 _INTRO: Final = (
     "The conversation so far is below. Each turn starts with a label line: \"User:\", "
-    "\"Assistant:\" or \"Tool result (<tool_call_id>):\"."
+    "\"Assistant:\" or \"Tool result:\"."
 )
 _REPLY: Final = (
     "Reply to the last User message above as the Assistant. "
@@ -58,6 +62,10 @@ _REPLY: Final = (
 _REPLY_AFTER_TOOL: Final = (
     "Continue as the Assistant, answering the last User message above using the tool "
     "results. Write only the reply itself, with no label."
+)
+_RESULTS_FINAL: Final = (
+    "The tool results above are final: the tools already ran, so do not call a tool again "
+    "to get a result shown above."
 )
 _LABELS: Final = {"user": "User", "assistant": "Assistant", "tool": "Tool result"}
 
@@ -83,19 +91,19 @@ def flatten_prompt(messages: Sequence[Message], *, include_system: bool) -> str:
     if system:
         blocks.append(f"System instructions:\n{system}")
     blocks.append(_INTRO)
-    blocks.extend(_render_turn(m) for m in turns)
+    names = {c.id: c.name for m in turns for c in m.tool_calls}
+    blocks.extend(_render_turn(m, names) for m in turns)
     last_is_tool = bool(turns) and turns[-1].role == "tool"
-    blocks.append("---\n" + (_REPLY_AFTER_TOOL if last_is_tool else _REPLY))
+    closing = _REPLY_AFTER_TOOL if last_is_tool else _REPLY
+    if any(m.role == "tool" for m in turns):
+        closing = f"{_RESULTS_FINAL} {closing}"
+    blocks.append("---\n" + closing)
     return "\n\n".join(blocks)
 
 
-def _render_turn(message: Message) -> str:
+def _render_turn(message: Message, names: Mapping[str, str]) -> str:
     label = _LABELS.get(message.role, message.role.capitalize())
-    if message.role == "tool":
-        label = f"{label} ({message.tool_call_id or 'unknown'})"
-        if message.name:
-            label = f"{label} from {message.name}"
-    elif message.name:
+    if message.name and message.role != "tool":
         label = f"{label} ({message.name})"
     lines = [f"{label}:"]
     body = "".join(
@@ -103,9 +111,13 @@ def _render_turn(message: Message) -> str:
         for p in message.content
         if isinstance(p, (TextPart, ImagePart))
     )
-    if body:
+    if message.role == "tool":
+        call_id = message.tool_call_id or "unknown"
+        tool = names.get(call_id) or message.name or f"tool call {call_id}"
+        lines.append(f"[{tool} returned] {body}" if body else f"[{tool} returned]")
+    elif body:
         lines.append(body)
-    lines.extend(f"[tool call {c.id}: {c.name}({c.arguments})]" for c in message.tool_calls)
+    lines.extend(f"[you called {c.name} with {c.arguments}]" for c in message.tool_calls)
     return "\n".join(lines)
 
 

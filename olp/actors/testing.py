@@ -56,6 +56,7 @@ class FakeRun:
     started_at: float
     ended_at: float | None = None
     killed: bool = False
+    killed_at_once: bool = False  # ended by CliProcess.kill() (SIGKILL, no grace)
     lines_sent: int = 0
 
 
@@ -101,6 +102,12 @@ class _FakeProcess:
     def stderr_tail(self) -> bytes:
         return self.stderr
 
+    def kill(self) -> None:
+        if self.returncode is None:
+            self.steps.clear()
+            self.returncode = -9
+            self.run.killed = self.run.killed_at_once = True
+
 
 class FakeSpawner:
     """Plays ``script(spec)`` for every spawn. ``fail_with`` makes spawns fail instead."""
@@ -127,7 +134,7 @@ class FakeSpawner:
         try:
             yield proc
         finally:
-            run.killed = proc.returncode is None
+            run.killed = run.killed_at_once or proc.returncode is None
             run.ended_at = trio.current_time()
 
 

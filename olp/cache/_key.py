@@ -20,7 +20,9 @@ def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
 
     Covers the resolved ``provider`` and ``model`` (not the alias the client asked for) and
     the request fields that change the answer: messages, tools, temperature, top_p,
-    max_tokens, stop, presence/frequency penalties, tool_choice, response_format and the
+    max_tokens, stop, presence/frequency penalties, tool_choice, ``parallel_tool_calls:
+    false`` (``true`` and absent are OpenAI's default and answer alike, so they add nothing
+    and keys made before the field existed still match), response_format and the
     cache-control hook. Dict key order is normalised at every depth; an empty list, an absent
     field and ``None`` are the same. Transport and bookkeeping fields (``stream``,
     ``include_usage``, ``user``, ``seed``) are left out. Namespacing per API key is the
@@ -42,6 +44,8 @@ def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
         "response_format": request.response_format,
         "cache_control": request.has_cache_control_markers(),
     }
+    if request.parallel_tool_calls is False:
+        material["parallel_tool_calls"] = False
     return hashlib.sha256(_ENCODER.encode(material)).hexdigest()
 
 

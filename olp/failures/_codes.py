@@ -44,6 +44,11 @@ class Code(StrEnum):
     STREAM_ABANDONED = "STREAM_ABANDONED"  # claude gave up a silent upstream stream
     CAPABILITY = "CAPABILITY"  # the request needs something this hop cannot do
 
+    # -- tool calls on a CLI hop (the bridge and the tool gate) ----------------------------
+    TOOL_CALL_INVALID = "TOOL_CALL_INVALID"  # an unknown tool, or arguments not a JSON object
+    TOOL_CHOICE_UNMET = "TOOL_CHOICE_UNMET"  # a forced tool_choice the model did not make
+    TOOL_BRIDGE_FAILED = "TOOL_BRIDGE_FAILED"  # the CLI started without the tools' MCP server
+
     # -- the proxy's own deadlines (CLI and HTTP runners alike) ---------------------------
     FIRST_OUTPUT_TIMEOUT = "FIRST_OUTPUT_TIMEOUT"
     IDLE_TIMEOUT = "IDLE_TIMEOUT"
@@ -96,6 +101,9 @@ DEFAULT_CATEGORY: Final[Mapping[Code, Category]] = {
     Code.OUTPUT_TOO_LONG: "unknown",
     Code.STREAM_ABANDONED: "unavailable",
     Code.CAPABILITY: "client_error",
+    Code.TOOL_CALL_INVALID: "unavailable",
+    Code.TOOL_CHOICE_UNMET: "unavailable",
+    Code.TOOL_BRIDGE_FAILED: "unavailable",
     Code.FIRST_OUTPUT_TIMEOUT: "unavailable",
     Code.IDLE_TIMEOUT: "unavailable",
     Code.TOTAL_TIMEOUT: "unavailable",

@@ -7,6 +7,7 @@ checks the types and reports a path, semantic checks follow. Every failure is
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, get_args
 
 import msgspec
@@ -35,6 +36,9 @@ class InvalidRequest(Exception):
 _DECODER: Final = msgspec.json.Decoder(_Request)
 _ROLES: Final[dict[str, Role]] = {r: r for r in get_args(Role)}
 _TOOL_CHOICES: Final = ("none", "auto", "required")
+#: OpenAI's rule for a function name. It also keeps a name safe where a CLI needs it on argv
+#: (claude's ``--allowedTools mcp__olp__<name>,...``: no comma, space or wildcard).
+_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RESPONSE_FORMATS: Final = ("text", "json_object", "json_schema")
 _MISSING: Final = "Object missing required field `"
 _INT32_MAX: Final = 2**31 - 1
@@ -102,8 +106,12 @@ def _convert(w: _Request) -> ChatRequest:
     _check_int("max_tokens", w.max_tokens, 1, _INT32_MAX)
     _check_int("max_completion_tokens", w.max_completion_tokens, 1, _INT32_MAX)
     _check_int("seed", w.seed, -(2**63), 2**63 - 1)
+    _refuse_legacy_functions(w)
     messages = tuple(_message(f"messages[{i}]", m) for i, m in enumerate(w.messages))
     _require_prompt(messages)
+    tools = tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ()))
+    tool_choice = _tool_choice(w.tool_choice)
+    _check_named_choice(tool_choice, tools)
     return ChatRequest(
         model=w.model,
         messages=messages,
@@ -117,11 +125,29 @@ def _convert(w: _Request) -> ChatRequest:
         seed=w.seed,
         presence_penalty=w.presence_penalty,
         frequency_penalty=w.frequency_penalty,
-        tools=tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ())),
-        tool_choice=_tool_choice(w.tool_choice),
+        tools=tools,
+        tool_choice=tool_choice,
+        parallel_tool_calls=w.parallel_tool_calls,
         response_format=_response_format(w.response_format),
         user=w.user,
     )
+
+
+def _refuse_legacy_functions(w: _Request) -> None:
+    """OpenAI's deprecated ``functions``/``function_call`` (request fields, an assistant
+    message's ``function_call``, ``role: "function"``) are refused, not mapped: a client that
+    sends them reads the answer's ``message.function_call``, which OLP never writes, so a
+    mapped request would lose its call silently (docs/adr/0012-tool-calling-on-cli-hops.md)."""
+    legacy = [name for name in ("functions", "function_call")
+              if not isinstance(getattr(w, name), UnsetType) and getattr(w, name) is not None]
+    legacy += [f"messages[{i}].function_call" for i, m in enumerate(w.messages)
+               if not isinstance(m.function_call, UnsetType) and m.function_call is not None]
+    legacy += [f"messages[{i}].role" for i, m in enumerate(w.messages) if m.role == "function"]
+    if legacy:
+        raise InvalidRequest(
+            f"The deprecated 'functions'/'function_call' shape is not supported ('{legacy[0]}'): "
+            "send 'tools' and 'tool_choice', assistant 'tool_calls' and 'tool' messages "
+            "instead.", legacy[0], "unsupported_parameter")
 
 
 def _message(at: str, m: _Message) -> Message:
@@ -208,6 +234,9 @@ def _tool(at: str, t: _Tool) -> ToolSpec:
         raise _invalid(f"{at}.type", f"expected 'function', got {t.type!r}.")
     if not t.function.name:
         raise _invalid(f"{at}.function.name", "must be a non-empty string.")
+    if not _TOOL_NAME.fullmatch(t.function.name):
+        raise _invalid(f"{at}.function.name", "must be 1 to 64 letters, digits, underscores "
+                       "or dashes.")
     f = t.function
     return ToolSpec(name=f.name, description=f.description, parameters=f.parameters)
 
@@ -228,6 +257,18 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | 
                                        and function["name"]):
             raise _invalid("tool_choice.function.name", "expected a non-empty string.")
     return choice
+
+
+def _check_named_choice(choice: str | dict[str, Any] | None,
+                        tools: tuple[ToolSpec, ...]) -> None:
+    """A named ``tool_choice`` must name one of ``tools`` (as OpenAI requires): otherwise the
+    forced call could never be made."""
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return
+    name = choice["function"]["name"]
+    if name not in {t.name for t in tools}:
+        raise _invalid("tool_choice.function.name",
+                       f"function {name!r} is not one of the request's 'tools'.")
 
 
 def _response_format(fmt: dict[str, Any] | None) -> dict[str, Any] | None:

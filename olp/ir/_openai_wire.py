@@ -41,6 +41,7 @@ class _Message(msgspec.Struct, kw_only=True):
     name: str | None = None
     tool_calls: list[_ToolCall] | None = None
     tool_call_id: str | None = None
+    function_call: Any | UnsetType = UNSET  # the legacy shape: refused with a clear 400
 
 
 class _StreamOptions(msgspec.Struct, kw_only=True):
@@ -74,5 +75,8 @@ class _Request(msgspec.Struct, kw_only=True):
     n: int | None = None
     tools: list[_Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    functions: Any | UnsetType = UNSET  # the legacy shape: refused with a clear 400
+    function_call: Any | UnsetType = UNSET
     response_format: dict[str, Any] | None = None
     user: str | None = None

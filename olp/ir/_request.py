@@ -74,6 +74,7 @@ class ChatRequest(_IR, frozen=True):
     frequency_penalty: float | None = None
     tools: tuple[ToolSpec, ...] = ()
     tool_choice: str | dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None  # None: not sent (OpenAI's default allows several)
     response_format: dict[str, Any] | None = None
     user: str | None = None
 

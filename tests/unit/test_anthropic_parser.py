@@ -188,6 +188,9 @@ def test_every_transcript_is_covered() -> None:
                "sigterm.stream-json", "sigterm.json", "hang.default.stream-json",
                "stall_midstream.stream-json", "stall_default.stream-json", "success.text",
                "auth.text"}
+    # the tool-calling cases are replayed in test_anthropic_tools.py
+    covered |= {f"tools.{case}.stream-json" for case in (
+        "call", "parallel", "result", "bridge_failed", "ask_bash")}
     present = {p.name.removesuffix(".stdout") for p in FIXTURES.glob("*.stdout")}
     assert present == covered
 

@@ -160,6 +160,13 @@ def test_provider_and_model_do_not_run_together() -> None:
     assert key(req, provider="ab", model="c") != key(req, provider="a", model="bc")
 
 
+def test_only_parallel_tool_calls_false_changes_the_key() -> None:
+    req = ChatRequest(model="m", messages=(Message(role="user", content=(TextPart(text="x"),)),),
+                      tools=(ToolSpec(name="f"),))
+    assert key(msgspec.structs.replace(req, parallel_tool_calls=True)) == key(req)
+    assert key(msgspec.structs.replace(req, parallel_tool_calls=False)) != key(req)
+
+
 def test_key_is_sha256_of_the_documented_canonical_json() -> None:
     # A change here silently empties every cache: bump KEY_VERSION on purpose instead.
     req = ChatRequest(model="alias", messages=(Message(role="user",

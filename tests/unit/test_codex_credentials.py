@@ -157,7 +157,7 @@ async def test_runner_prepares_an_isolated_codex_spawn(tmp_path: Path) -> None:
     assert f"--image={Path(str(seen['cwd'])) / 'image-1.png'}" in argv
     assert seen["stdin"] == b"System instructions:\nBe terse.\n\n" + b"\n\n".join([
         b'The conversation so far is below. Each turn starts with a label line: "User:", '
-        b'"Assistant:" or "Tool result (<tool_call_id>):".',
+        b'"Assistant:" or "Tool result:".',
         b"User:\nHello?[image]",
         b"---\nReply to the last User message above as the Assistant. Write only the reply "
         b"itself, with no label."])

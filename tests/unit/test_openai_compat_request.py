@@ -79,6 +79,19 @@ def test_everything_passes_through() -> None:
         {"type": "function", "function": {"name": "bare"}}]
 
 
+def test_parallel_tool_calls_passes_through_only_with_tools() -> None:
+    tools = (ToolSpec(name="look"),)
+    for value in (True, False):
+        body = encode(ChatRequest(model="alias", messages=(user("hi"),), tools=tools,
+                                  parallel_tool_calls=value))
+        assert body["parallel_tool_calls"] is value
+    # OpenAI refuses the field on a request without tools; absent stays absent.
+    assert "parallel_tool_calls" not in encode(
+        ChatRequest(model="alias", messages=(user("hi"),), parallel_tool_calls=False))
+    assert "parallel_tool_calls" not in encode(
+        ChatRequest(model="alias", messages=(user("hi"),), tools=tools))
+
+
 def test_max_completion_tokens_field() -> None:
     request = ChatRequest(model="m", messages=(user("x"),), max_tokens=5)
     body = encode(request, max_tokens_field="max_completion_tokens")

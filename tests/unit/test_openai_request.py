@@ -104,8 +104,14 @@ GOOD: list[tuple[str, bytes, ChatRequest]] = [
                           "json_schema": {"name": "x", "schema": {"type": "object"}}})),
     ("response_format json_object", _req(response_format={"type": "json_object"}),
      _ir(response_format={"type": "json_object"})),
-    ("unknown fields ignored", _req(logprobs=False, parallel_tool_calls=True, metadata={"a": 1},
+    ("unknown fields ignored", _req(logprobs=False, metadata={"a": 1},
                                     messages=[{**USER_HI, "extra": [1, 2]}]), _ir()),
+    ("parallel_tool_calls false", _req(tools=[WEATHER_TOOL], parallel_tool_calls=False),
+     _ir(tools=(ToolSpec(name="weather", description="Get it", parameters={"type": "object"}),),
+         parallel_tool_calls=False)),
+    ("parallel_tool_calls true", _req(parallel_tool_calls=True), _ir(parallel_tool_calls=True)),
+    ("parallel_tool_calls null", _req(parallel_tool_calls=None), _ir()),
+    ("legacy fields sent as null", _req(functions=None, function_call=None), _ir()),
 ]
 
 
@@ -194,6 +200,12 @@ BAD: list[tuple[bytes, str | None]] = [
     (_req(tools=[{"type": "function"}]), "tools[0].function"),
     (_req(tools=[{"type": "function", "function": {}}]), "tools[0].function.name"),
     (_req(tools=[{"type": "function", "function": {"name": ""}}]), "tools[0].function.name"),
+    (_req(tools=[{"type": "function", "function": {"name": "f,Bash"}}]),
+     "tools[0].function.name"),
+    (_req(tools=[{"type": "function", "function": {"name": "mcp__*"}}]),
+     "tools[0].function.name"),
+    (_req(tools=[{"type": "function", "function": {"name": "a" * 65}}]),
+     "tools[0].function.name"),
     (_req(tools=[{"type": "function", "function": {"name": "f", "parameters": []}}]),
      "tools[0].function.parameters"),
     (_req(tools=[WEATHER_TOOL, {"type": "function", "function": {"name": "g",
@@ -205,6 +217,11 @@ BAD: list[tuple[bytes, str | None]] = [
     (_req(tool_choice={"type": "function"}), "tool_choice.function.name"),
     (_req(tool_choice={"type": "function", "function": {"name": 3}}),
      "tool_choice.function.name"),
+    (_req(tool_choice={"type": "function", "function": {"name": "other"}},
+          tools=[WEATHER_TOOL]), "tool_choice.function.name"),
+    (_req(tool_choice={"type": "function", "function": {"name": "weather"}}),
+     "tool_choice.function.name"),
+    (_req(parallel_tool_calls="no"), "parallel_tool_calls"),
     (_req(response_format="json"), "response_format"),
     (_req(response_format={"type": "xml"}), "response_format.type"),
     (_req(response_format={}), "response_format.type"),
@@ -287,12 +304,16 @@ SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-2**70, 2**70
            | st.sampled_from(["user", "assistant", "tool", "system", "developer", "function",
                               "text", "image_url", "input_audio", "auto", "none", "required",
                               "json_schema", "json_object", ""]))
-JSON = st.recursive(
-    SCALARS,
-    lambda inner: st.lists(inner, max_size=4)
-    | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), inner, max_size=5),
-    max_leaves=25,
-)
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    # A named function, not a multi-line lambda: hypothesis reads the extend function's
+    # source to check that it uses its argument, and a lambda's source is not always found.
+    return (st.lists(inner, max_size=4)
+            | st.dictionaries(st.sampled_from(KEYS) | st.text(max_size=6), inner, max_size=5))
+
+
+JSON = st.recursive(SCALARS, _containers, max_leaves=25)
 BASES = [json.loads(g[1]) for g in GOOD]
 
 
@@ -347,3 +368,21 @@ def test_fuzz_mutated_good_requests(data: st.DataObject) -> None:
         else:
             parent[path[-1]] = data.draw(JSON)
     _check(json.dumps(body).encode())
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    (_req(functions=[{"name": "weather", "parameters": {"type": "object"}}]), "functions"),
+    (_req(function_call="auto"), "function_call"),
+    (_req(function_call={"name": "weather"}), "function_call"),
+    (_msgs(USER_HI, {"role": "assistant", "content": None,
+                     "function_call": {"name": "weather", "arguments": "{}"}}),
+     "messages[1].function_call"),
+    (_msgs(USER_HI, {"role": "function", "name": "weather", "content": "sunny"}),
+     "messages[1].role"),
+])
+def test_the_legacy_functions_shape_is_a_clear_400(body: bytes, param: str) -> None:
+    with pytest.raises(InvalidRequest) as err:
+        decode_chat_request(body)
+    assert err.value.param == param
+    assert err.value.code == "unsupported_parameter"
+    assert "'tools'" in err.value.message and "deprecated" in err.value.message

@@ -38,7 +38,7 @@ def test_system_goes_at_the_head_with_include_system() -> None:
     assert flatten_prompt(messages, include_system=True) == (
         "System instructions:\nS1\n\nD2\n\n"
         "The conversation so far is below. Each turn starts with a label line: \"User:\", "
-        "\"Assistant:\" or \"Tool result (<tool_call_id>):\".\n\n"
+        "\"Assistant:\" or \"Tool result:\".\n\n"
         "User:\nquestion\n\n"
         "---\nReply to the last User message above as the Assistant. "
         "Write only the reply itself, with no label."
@@ -57,14 +57,15 @@ def test_conversation_transcript_is_exact() -> None:
     ]
     assert flatten_prompt(messages, include_system=False) == "\n\n".join([
         "The conversation so far is below. Each turn starts with a label line: \"User:\", "
-        "\"Assistant:\" or \"Tool result (<tool_call_id>):\".",
+        "\"Assistant:\" or \"Tool result:\".",
         "User (alice):\nWhat's the weather in Paris?",
-        'Assistant:\nLet me check.\n[tool call call_1: get_weather({"city": "Paris"})]',
-        "Tool result (call_1):\n18C, sunny",
+        'Assistant:\nLet me check.\n[you called get_weather with {"city": "Paris"}]',
+        "Tool result:\n[get_weather returned] 18C, sunny",
         "Assistant:\nIt is 18C and sunny.",
         "User:\nAnd tomorrow?",
-        "---\nReply to the last User message above as the Assistant. "
-        "Write only the reply itself, with no label.",
+        "---\nThe tool results above are final: the tools already ran, so do not call a tool "
+        "again to get a result shown above. Reply to the last User message above as the "
+        "Assistant. Write only the reply itself, with no label.",
     ])
 
 
@@ -75,9 +76,37 @@ def test_tool_only_assistant_turn_and_trailing_tool_result() -> None:
         msg("tool", "rain", tool_call_id="c9", name="w"),
     ]
     out = flatten_prompt(messages, include_system=False)
-    assert "Assistant:\n[tool call c9: w({})]\n\nTool result (c9) from w:\nrain" in out
-    assert out.endswith("---\nContinue as the Assistant, answering the last User message above "
-                        "using the tool results. Write only the reply itself, with no label.")
+    assert "Assistant:\n[you called w with {}]\n\nTool result:\n[w returned] rain" in out
+    assert out.endswith("---\nThe tool results above are final: the tools already ran, so do "
+                        "not call a tool again to get a result shown above. Continue as the "
+                        "Assistant, answering the last User message above using the tool "
+                        "results. Write only the reply itself, with no label.")
+
+
+def test_parallel_results_name_their_tools_by_call_id() -> None:
+    messages = [
+        msg("user", "weather in Paris and Oslo?"),
+        msg("assistant", tool_calls=(
+            ToolCall(id="a", name="get_weather", arguments='{"city":"Paris"}'),
+            ToolCall(id="b", name="get_time", arguments='{}'))),
+        msg("tool", "18C", tool_call_id="a"),
+        msg("tool", "noon", tool_call_id="b"),
+        msg("tool", "?", tool_call_id="zz"),
+        msg("tool", "", tool_call_id="zz", name="legacy"),
+    ]
+    out = flatten_prompt(messages, include_system=False)
+    assert ('Assistant:\n[you called get_weather with {"city":"Paris"}]\n'
+            "[you called get_time with {}]") in out
+    assert ("Tool result:\n[get_weather returned] 18C\n\n"
+            "Tool result:\n[get_time returned] noon") in out
+    assert "Tool result:\n[tool call zz returned] ?" in out
+    assert "Tool result:\n[legacy returned]\n\n" in out
+
+
+def test_no_results_no_finality_note() -> None:
+    out = flatten_prompt([msg("user", "a"), msg("assistant", "b"), msg("user", "c")],
+                         include_system=False)
+    assert "final" not in out
 
 
 def test_images_are_placeholders_in_a_transcript() -> None:

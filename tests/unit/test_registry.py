@@ -51,6 +51,9 @@ def test_aliases(alias: str, target: tuple[str, str]) -> None:
     assert entry is not None and (entry.provider, entry.model) == target
 
 
+TOOL_PROVIDERS = {"anthropic", "openai"}
+
+
 def test_capabilities_and_context_windows() -> None:
     reg = load_registry()
     for provider, models in MODELS.items():
@@ -58,7 +61,8 @@ def test_capabilities_and_context_windows() -> None:
             entry = reg.resolve(model)
             assert entry is not None
             caps = entry.capabilities
-            assert not caps.tools and caps.json_mode
+            # tools only where that CLI's real-CLI tool round trip passes (ADR 0012)
+            assert caps.tools == (provider in TOOL_PROVIDERS) and caps.json_mode
             assert caps.images == (provider != "mistral")
             assert caps.streaming == ("token" if provider == "anthropic" else "message")
             assert entry.context_window == {"anthropic": 200000, "openai": None,

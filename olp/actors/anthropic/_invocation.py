@@ -34,24 +34,50 @@ Nothing on argv stops what claude reads from ``/etc/claude-code/managed-settings
 ``permissions.allow`` rules do not bring a tool back: ``--tools ""`` still offers none. A login
 from ``~/.claude/.credentials.json`` works with these flags (checked: the OAuth token reached
 the mock as the bearer credential).
+
+A request's tools reach the model through OLP's bridge (``olp/actors/_toolbridge.py``): the
+MCP config file :data:`MCP_CONFIG_FILE` in the workdir names one stdio server, ``olp``, that
+claude launches and that lists exactly the request's tools. ``--strict-mcp-config`` stays (no
+other server is loaded), ``--tools ""`` stays (no built-in tool), ``--safe-mode`` goes (it
+would switch the bridge off too; see :data:`TOOLS_LOCKDOWN_ARGS`), and ``--allowedTools``
+pre-approves each ``mcp__olp__<name>`` so claude prints the model's call instead of refusing
+it; claude then waits for the ``tools/call`` answer the bridge never gives, and the runner ends
+the spawn (measured with claude 2.1.332: the upstream request offered exactly the
+``mcp__olp__*`` tools, see ``docs/adr/0012-tool-calling-on-cli-hops.md``).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 from olp.actors._adapter import CapabilityMissing, Invocation
 from olp.actors._prompt import flatten_prompt, json_instruction, system_text
+from olp.actors._toolbridge import (
+    SERVER_NAME,
+    TOOLS_FILE,
+    bridge_command,
+    offered_tools,
+    tool_instruction,
+    tools_file_text,
+)
 from olp.ir import ChatRequest, ImagePart
 
 SYSTEM_PROMPT_FILE: Final = "system-prompt.txt"
+MCP_CONFIG_FILE: Final = "olp-mcp.json"
+#: How claude names a tool of OLP's bridge: ``mcp__<server>__<tool>``.
+TOOL_PREFIX: Final = f"mcp__{SERVER_NAME}__"
 DEFAULT_SYSTEM_PROMPT: Final = "You are a helpful assistant."
 # every built-in tool, MCP server, hook, settings file, skill, command and instruction file
 # other than the system prompt file kept away (see the module docstring for what each one does)
 LOCKDOWN_ARGS: Final = ("--tools", "", "--strict-mcp-config", "--setting-sources", "",
                         "--disable-slash-commands", "--safe-mode")
+# With offered tools: ``--safe-mode`` also turns off the servers of ``--mcp-config`` (claude
+# 2.1.332 then starts no MCP server at all), so it is left out; what only it kept away (the
+# managed /etc/claude-code CLAUDE.md and agents) is outside the sandbox's view of /etc.
+TOOLS_LOCKDOWN_ARGS: Final = tuple(a for a in LOCKDOWN_ARGS if a != "--safe-mode")
 
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
@@ -62,23 +88,38 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     :data:`DEFAULT_SYSTEM_PROMPT` when there is none (so claude's long agent prompt is not
     sent). ``response_format`` json_object/json_schema becomes an instruction at the head of
     the prompt (``--json-schema`` would put client text on argv). Raises
-    :class:`CapabilityMissing` ``("images")`` when any message carries an image. Tools in the
-    request are not looked at: the actor/engine decide on that capability. :data:`LOCKDOWN_ARGS`
-    come before ``extra_args``, so an owner's ``extra_args`` can still deliberately widen a
-    spawn (claude takes the last value of a repeated option).
+    :class:`CapabilityMissing` ``("images")`` when any message carries an image. Offered
+    tools (all of them unless ``tool_choice`` is ``"none"``) are served by OLP's bridge: its
+    tools file and :data:`MCP_CONFIG_FILE` go into the workdir, ``--mcp-config`` and
+    ``--allowedTools mcp__olp__<name>,...`` onto argv; a forced ``tool_choice`` becomes an
+    instruction at the head of the prompt. :data:`LOCKDOWN_ARGS` come before ``extra_args``,
+    so an owner's ``extra_args`` can still deliberately widen a spawn (claude takes the last
+    value of a repeated option).
     """
     if any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
         raise CapabilityMissing("images")
     system = system_text(request.messages).strip() or DEFAULT_SYSTEM_PROMPT
     prompt = flatten_prompt(request.messages, include_system=False)
-    instruction = json_instruction(request.response_format)
-    if instruction is not None:
-        prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
+    tools = offered_tools(request)
+    for instruction in (json_instruction(request.response_format),
+                        tool_instruction(request) if tools else None):
+        if instruction is not None:
+            prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
+    files = {SYSTEM_PROMPT_FILE: system}
+    lockdown: tuple[str, ...] = LOCKDOWN_ARGS
+    tool_args: list[str] = []
+    if tools:
+        lockdown = TOOLS_LOCKDOWN_ARGS
+        command, args = bridge_command(workdir)
+        files[TOOLS_FILE] = tools_file_text(tools)
+        files[MCP_CONFIG_FILE] = json.dumps({"mcpServers": {SERVER_NAME: {
+            "type": "stdio", "command": command, "args": args}}})
+        tool_args = ["--mcp-config", str(workdir / MCP_CONFIG_FILE), "--allowedTools",
+                     ",".join(TOOL_PREFIX + t.name for t in tools)]
     argv = [
         binary, "-p", "--output-format", "stream-json", "--verbose",
-        "--include-partial-messages", *LOCKDOWN_ARGS, "--no-session-persistence",
+        "--include-partial-messages", *lockdown, *tool_args, "--no-session-persistence",
         "--model", model, "--system-prompt-file", str(workdir / SYSTEM_PROMPT_FILE),
         *extra_args,
     ]
-    return Invocation(argv=argv, stdin=prompt.encode("utf-8"),
-                      files={SYSTEM_PROMPT_FILE: system})
+    return Invocation(argv=argv, stdin=prompt.encode("utf-8"), files=files)

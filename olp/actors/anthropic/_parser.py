@@ -2,17 +2,27 @@
 
 Line handling (schema in ``cli-reference/claude/README.md``):
 
-* ``system/init``, ``system/status``, ``rate_limit_event``, ``user`` and unknown types →
-  nothing. Lines that are not JSON objects, or whose fields have unexpected types → nothing.
+* ``system/init`` → nothing, unless it lists OLP's tool bridge (the MCP server ``olp``,
+  configured only when tools were offered) with a status other than ``connected``: then a
+  terminal ``TOOL_BRIDGE_FAILED`` (claude would answer without the tools).
+* ``system/status``, ``rate_limit_event``, ``user`` and unknown types → nothing. Lines that
+  are not JSON objects, or whose fields have unexpected types → nothing.
 * ``system/api_retry`` → :class:`Retrying`.
 * ``stream_event``: ``message_start`` → :class:`Start` (when the model changes);
-  ``text_delta`` → :class:`TextDelta`; a ``message_stop`` with ``abandoned_blocks`` (claude
-  gave up on a stalled stream and re-asks without retracting what it printed) → a terminal
+  ``text_delta`` → :class:`TextDelta`; ``content_block_start`` of a ``tool_use`` block →
+  :class:`ToolCallDelta` with the block's index, id and name (``mcp__olp__`` stripped);
+  ``input_json_delta`` → its argument fragment; ``message_delta`` with ``stop_reason``
+  ``tool_use`` → :class:`Usage` (``message_start``'s input tokens, the delta's output tokens)
+  and a terminal ``Stop(finish_reason="tool_calls")`` — claude would now wait for the
+  ``tools/call`` answer, and the runner kills it; a ``message_stop`` with
+  ``abandoned_blocks`` (claude gave up on a stalled stream and re-asks without retracting
+  what it printed) → a terminal
   ``STREAM_ABANDONED`` error if text was already emitted, else nothing.
 * ``assistant``: an API-error message is remembered for classification; otherwise its text
   is emitted as one delta unless deltas were already seen for that message id (the
-  non-streaming re-ask, or output without partial messages). A model not announced yet is
-  announced first with :class:`Start`.
+  non-streaming re-ask, or output without partial messages), and each ``tool_use`` block not
+  yet seen as a stream event becomes one whole :class:`ToolCallDelta`. A model not announced
+  yet is announced first with :class:`Start`.
 * ``result``: success → :class:`Usage` now (preceded by the ``result`` text when no text was
   emitted at all, as with ``--output-format json``), :class:`Stop` at
   :meth:`AnthropicParser.finish`; error → the classified terminal :class:`Error` at once.
@@ -28,6 +38,7 @@ After a terminal event :meth:`AnthropicParser.feed` returns nothing and
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final, TypeVar
@@ -35,8 +46,19 @@ from typing import Any, Final, TypeVar
 import msgspec
 
 from olp.actors._exit import describe_exit, stderr_excerpt
-from olp.failures import Code
-from olp.ir import Error, Event, FinishReason, Retrying, Start, Stop, TextDelta, Usage
+from olp.actors._toolbridge import SERVER_NAME
+from olp.failures import Code, failure
+from olp.ir import (
+    Error,
+    Event,
+    FinishReason,
+    Retrying,
+    Start,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 from ._classify import Failure, classify, retry_category
 
@@ -56,20 +78,48 @@ class _ApiRetry(msgspec.Struct):
     error: str | None = None
 
 
+class _McpServer(msgspec.Struct):
+    name: str = ""
+    status: str = ""
+
+
+class _Init(msgspec.Struct):
+    mcp_servers: list[_McpServer] = []
+
+
+class _SseUsage(msgspec.Struct):
+    input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
+    cache_read_input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
 class _SseMessage(msgspec.Struct):
     id: str | None = None
     model: str | None = None
+    usage: _SseUsage | None = None
 
 
 class _SseDelta(msgspec.Struct):
     type: str = ""
     text: str | None = None
+    partial_json: str | None = None
+    stop_reason: str | None = None
+
+
+class _SseBlock(msgspec.Struct):
+    type: str = ""
+    id: str | None = None
+    name: str | None = None
 
 
 class _SseEvent(msgspec.Struct):
     type: str = ""
+    index: int | None = None
     message: _SseMessage | None = None
     delta: _SseDelta | None = None
+    content_block: _SseBlock | None = None
+    usage: _SseUsage | None = None
 
 
 class _StreamEvent(msgspec.Struct):
@@ -81,6 +131,9 @@ class _StreamEvent(msgspec.Struct):
 class _Block(msgspec.Struct):
     type: str = ""
     text: str | None = None
+    id: str | None = None
+    name: str | None = None
+    input: Any = None
 
 
 class _AssistantMessage(msgspec.Struct):
@@ -117,6 +170,7 @@ class _Result(msgspec.Struct):
 
 
 _ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
+_INIT: Final = msgspec.json.Decoder(_Init)
 _API_RETRY: Final = msgspec.json.Decoder(_ApiRetry)
 _STREAM_EVENT: Final = msgspec.json.Decoder(_StreamEvent)
 _ASSISTANT: Final = msgspec.json.Decoder(_Assistant)
@@ -127,6 +181,8 @@ _FINISH: Final[dict[str, FinishReason]] = {
     "max_tokens": "length", "tool_use": "tool_calls", "refusal": "content_filter",
 }
 _SYNTHETIC_MODEL: Final = "<synthetic>"
+_TOOL_PREFIX: Final = f"mcp__{SERVER_NAME}__"
+_WHOLE_CALL_INDEX: Final = 1_000_000  # indices of calls seen only in ``assistant`` events
 
 
 class AnthropicParser:
@@ -142,6 +198,9 @@ class AnthropicParser:
         self._delta_ids: set[str] = set()
         self._deltas_since_assistant = False
         self._emitted_text = False
+        self._tool_ids: set[str] = set()  # tool_use blocks already reported
+        self._whole_calls = 0
+        self._input_tokens = 0  # of the current message (message_start)
 
     def feed(self, line: bytes) -> Sequence[Event]:
         """IR events for one stdout line; never raises (odd lines give nothing)."""
@@ -157,6 +216,8 @@ class AnthropicParser:
                 return self._result(_RESULT.decode(line))
             if envelope.type == "system" and envelope.subtype == "api_retry":
                 return (self._retry(_API_RETRY.decode(line)),)
+            if envelope.type == "system" and envelope.subtype == "init":
+                return self._init(_INIT.decode(line))
         except msgspec.DecodeError:  # includes ValidationError: not an object, wrong types
             return ()
         return ()
@@ -191,13 +252,41 @@ class AnthropicParser:
                         status=line.error_status,
                         category=retry_category(line.error, line.error_status))
 
+    def _init(self, line: _Init) -> Sequence[Event]:
+        for server in line.mcp_servers:
+            if server.name == SERVER_NAME and server.status != "connected":
+                self._terminal = failure(
+                    Code.TOOL_BRIDGE_FAILED, f"claude started without OLP's tool bridge (MCP "
+                    f"server {SERVER_NAME!r}: {server.status or 'no status'})", status=502)
+                return (self._terminal,)
+        return ()
+
     def _stream_event(self, line: _StreamEvent) -> Sequence[Event]:
         event = line.event
         if event is None:
             return ()
         if event.type == "message_start" and event.message is not None:
             self._current_id = line.api_message_id or event.message.id
+            self._input_tokens = _input_tokens(event.message.usage)
             return self._start(event.message.model)
+        block = event.content_block
+        if (event.type == "content_block_start" and block is not None
+                and block.type == "tool_use" and event.index is not None):
+            if block.id is not None:
+                self._tool_ids.add(block.id)
+            return (ToolCallDelta(index=event.index, id=block.id, name=_client_name(block.name)),)
+        if (event.type == "content_block_delta" and event.delta is not None
+                and event.delta.type == "input_json_delta" and event.index is not None):
+            fragment = event.delta.partial_json or ""
+            return (ToolCallDelta(index=event.index, arguments=fragment),) if fragment else ()
+        if (event.type == "message_delta" and event.delta is not None
+                and event.delta.stop_reason == "tool_use"):
+            self._terminal = Stop(finish_reason="tool_calls")
+            output = event.usage.output_tokens if event.usage is not None else None
+            if output is None:
+                return (self._terminal,)
+            return (Usage(prompt_tokens=self._input_tokens, completion_tokens=output),
+                    self._terminal)
         if (event.type == "content_block_delta" and event.delta is not None
                 and event.delta.type == "text_delta" and event.delta.text):
             message_id = line.api_message_id or self._current_id
@@ -228,10 +317,32 @@ class AnthropicParser:
         if message.id is not None:
             streamed = message.id in self._delta_ids
         text = _text_of(message)
-        if streamed or not text:
+        calls = self._whole_tool_calls(message)
+        if (streamed or not text) and not calls:
             return ()
-        self._emitted_text = True
-        return (*self._start(message.model), TextDelta(text=text))
+        events: list[Event] = [*self._start(message.model)]
+        if text and not streamed:
+            self._emitted_text = True
+            events.append(TextDelta(text=text))
+        return (*events, *calls)
+
+    def _whole_tool_calls(self, message: _AssistantMessage) -> list[Event]:
+        """The ``tool_use`` blocks of an ``assistant`` event not seen as stream events."""
+        if isinstance(message.content, str):
+            return []
+        calls: list[Event] = []
+        for block in message.content:
+            if block.type != "tool_use" or (block.id is not None and block.id in self._tool_ids):
+                continue
+            if block.id is not None:
+                self._tool_ids.add(block.id)
+            calls.append(ToolCallDelta(
+                index=_WHOLE_CALL_INDEX + self._whole_calls, id=block.id,
+                name=_client_name(block.name),
+                arguments=json.dumps(block.input if block.input is not None else {},
+                                     ensure_ascii=False)))
+            self._whole_calls += 1
+        return calls
 
     def _result(self, line: _Result) -> Sequence[Event]:
         if line.is_error or (line.subtype or "").startswith("error"):
@@ -271,6 +382,21 @@ class AnthropicParser:
             return ()
         self._model = model
         return (Start(model=model),)
+
+
+def _client_name(name: str | None) -> str | None:
+    """The client's tool name: claude's ``mcp__olp__<name>`` without the prefix. Any other
+    name is left as it is (the tool gate refuses a name the request did not offer)."""
+    if name is not None and name.startswith(_TOOL_PREFIX):
+        return name.removeprefix(_TOOL_PREFIX)
+    return name
+
+
+def _input_tokens(usage: _SseUsage | None) -> int:
+    if usage is None:
+        return 0
+    return ((usage.input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
+            + (usage.cache_read_input_tokens or 0))
 
 
 def _text_of(message: _AssistantMessage) -> str:

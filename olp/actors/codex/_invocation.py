@@ -1,7 +1,7 @@
 """The argv, stdin and files for one ``codex exec`` spawn. No client text ever goes on argv.
 
 ``codex exec --json --skip-git-repo-check --ephemeral --sandbox read-only --ignore-rules
-<TOOLS_OFF> -c model_catalog_json="<workdir>/model-catalog.json" -m MODEL
+<TOOLS_OFF> -c model_catalog_json="<workdir>/model-catalog.json" [<BRIDGE>] -m MODEL
 [--image=<workdir>/image-N.EXT ...] [--output-schema <workdir>/output-schema.json]
 [extra_args ...] -`` with the prompt on stdin (``-``: the whole prompt is read from stdin; the
 runner closes stdin after it — an open stdin blocks codex).
@@ -30,6 +30,18 @@ runner closes stdin after it — an open stdin blocks codex).
   - Left: ``request_user_input`` (always registered; it only asks the absent user and touches
     no file). Anything an owner turns back on is contained only by the OS sandbox.
 
+* **The request's tools** (when :func:`offered_tools` is not empty) reach the model through
+  OLP's MCP bridge: ``olp-tools.json`` in the workdir and ``-c mcp_servers.olp.command=...
+  -c mcp_servers.olp.args=[...] -c mcp_servers.olp.required=true`` (:func:`bridge_args`; only
+  the proxy's own paths on argv). On fallback metadata codex offers them directly, as the
+  Responses ``namespace`` tool ``mcp__olp`` holding each tool under its own name, plus
+  ``list_mcp_resources``/``list_mcp_resource_templates``/``read_mcp_resource`` (they only
+  read from the bridge, which has no resources). ``exec`` never approves an MCP call
+  ("requires approval, but approval policy is never"), so codex sends no ``tools/call``;
+  ``required=true`` makes a bridge that fails to start fatal (exit 1 before any upstream
+  request) instead of a silent run without the tools. A forced ``tool_choice`` adds
+  :func:`tool_instruction` at the head of the prompt. Measured in
+  ``tests/fixtures/cli-reference/codex/tools/``.
 * **System/developer text** goes at the head of the prompt (:func:`flatten_prompt` with
   ``include_system=True``). codex has no system-prompt flag; ``-c developer_instructions=...``
   would put client text on argv, and ``-c model_instructions_file=<file>`` (which works, and
@@ -58,6 +70,14 @@ from urllib.parse import unquote_to_bytes
 
 from olp.actors._adapter import CapabilityMissing, Invocation
 from olp.actors._prompt import flatten_prompt, json_instruction
+from olp.actors._toolbridge import (
+    SERVER_NAME,
+    TOOLS_FILE,
+    bridge_command,
+    offered_tools,
+    tool_instruction,
+    tools_file_text,
+)
 from olp.ir import ChatRequest, ImagePart
 
 SCHEMA_FILE: Final = "output-schema.json"
@@ -91,21 +111,26 @@ IMAGE_TYPES: Final = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
-    """The spawn for one request (details in the module docstring). Tools in the request are
-    not looked at: the actor/engine decide on that capability."""
+    """The spawn for one request (details in the module docstring)."""
     images = _images(request)
     prompt = flatten_prompt(request.messages, include_system=True)
-    instruction = json_instruction(request.response_format)
-    if instruction is not None:
-        prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
+    tools = offered_tools(request)
+    for instruction in (json_instruction(request.response_format),
+                        tool_instruction(request) if tools else None):
+        if instruction is not None:
+            prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     # a TOML string (json.dumps of a path is one); the path is the proxy's, never client text
     catalog = f"model_catalog_json={json.dumps(str(workdir / CATALOG_FILE))}"
-    argv = [binary, *BASE_ARGS, "-c", catalog, "-m", model]
+    argv = [binary, *BASE_ARGS, "-c", catalog]
+    files: dict[str, str] = {CATALOG_FILE: CATALOG}
+    if tools:
+        files[TOOLS_FILE] = tools_file_text(tools)
+        argv += bridge_args(workdir)
+    argv += ["-m", model]
     binary_files: dict[str, bytes] = {}
     for name, data in images:
         binary_files[name] = data
         argv.append(f"--image={workdir / name}")
-    files: dict[str, str] = {CATALOG_FILE: CATALOG}
     schema = strict_schema(request.response_format)
     if schema is not None:
         files[SCHEMA_FILE] = json.dumps(schema, ensure_ascii=False, sort_keys=True)
@@ -113,6 +138,17 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     argv += [*extra_args, "-"]
     return Invocation(argv=argv, stdin=prompt.encode("utf-8"), files=files,
                       binary_files=binary_files)
+
+
+def bridge_args(workdir: Path) -> list[str]:
+    """The ``-c`` overrides that make codex launch OLP's bridge as the required MCP server
+    :data:`SERVER_NAME` (TOML values: ``json.dumps`` of strings and string lists is valid
+    TOML; every path is the proxy's own)."""
+    command, args = bridge_command(workdir)
+    key = f"mcp_servers.{SERVER_NAME}"
+    return ["-c", f"{key}.command={json.dumps(command)}",
+            "-c", f"{key}.args={json.dumps(args)}",
+            "-c", f"{key}.required=true"]
 
 
 def strict_schema(response_format: Mapping[str, Any] | None) -> Mapping[str, Any] | None:

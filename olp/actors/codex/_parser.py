@@ -2,9 +2,17 @@
 
 Line handling (schema in ``cli-reference/codex/README.md``; codex-cli 0.171.0):
 
-* ``thread.started``, ``turn.started``, ``item.started``, ``item.updated`` and unknown types
-  → nothing. Lines that are not JSON objects, or whose fields have unexpected types →
-  nothing.
+* ``thread.started``, ``turn.started``, ``item.updated`` and unknown types → nothing.
+* ``item.started`` (or ``item.completed``) of an ``mcp_tool_call`` on OLP's bridge (``server``
+  ``olp``) → the model's tool call: one :class:`ToolCallDelta` (a fresh ``call_...`` id, the
+  bridge's ``tool`` name — the client's own — and ``arguments``, the JSON value codex printed,
+  as text) and at once the terminal ``Stop(finish_reason="tool_calls")``. codex
+  prints it as soon as the call's output item is complete upstream and before it would ask
+  for approval (which ``exec`` refuses, so no ``tools/call`` is ever sent); nothing on stdout
+  marks the end of the model's response, so a parallel second call is not waited for (the
+  model makes it on the next turn) and no :class:`Usage` is known yet (``turn.completed``
+  comes only after codex's own follow-up request, which the kill prevents).
+* Lines that are not JSON objects, or whose fields have unexpected types → nothing.
 * ``item.completed``: an ``agent_message`` → one :class:`TextDelta` with its whole text
   (codex surfaces no token deltas); a later ``agent_message`` in the same turn (an agent that
   said something, ran a tool, then answered) is emitted too, after a blank line. ``error``
@@ -19,7 +27,9 @@ Line handling (schema in ``cli-reference/codex/README.md``; codex-cli 0.171.0):
   maximum); any other message is the failure, remembered for ``turn.failed``.
 * ``turn.failed`` → the classified terminal :class:`Error` at once (its ``error.message``,
   else the last ``error`` message).
-* :meth:`CodexParser.finish`: exit 0 after ``turn.completed`` → ``Stop``; exit 0 without it →
+* :meth:`CodexParser.finish`: a non-zero exit whose stderr says "required MCP servers failed
+  to initialize" (the bridge did not start; codex exits 1 before any upstream request) →
+  ``TOOL_BRIDGE_FAILED``; exit 0 after ``turn.completed`` → ``Stop``; exit 0 without it →
   ``PROTOCOL_ERROR``; a non-zero exit after an ``error`` line but before ``turn.failed`` →
   that error, classified; otherwise a non-zero exit (including death by SIGTERM/SIGKILL, when
   codex prints nothing more) → ``CLI_FAILED`` naming the exit code or signal and a sanitised
@@ -32,6 +42,7 @@ codex does not say which model served (the request's ``model`` is exactly ``-m``
 
 from __future__ import annotations
 
+import secrets
 import time
 from collections.abc import Callable, Sequence
 from datetime import tzinfo
@@ -40,13 +51,16 @@ from typing import Final
 import msgspec
 
 from olp.actors._exit import describe_exit, stderr_excerpt
+from olp.actors._toolbridge import SERVER_NAME
 from olp.failures import Code
-from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage
+from olp.ir import Error, Event, Retrying, Stop, TextDelta, ToolCallDelta, Usage
 
 from ._classify import classify, parse_reconnect
 
 STDERR_LIMIT: Final = 200
 MESSAGE_SEPARATOR: Final = "\n\n"
+#: codex's stderr when a ``required`` MCP server (the bridge) did not start.
+BRIDGE_FAILED: Final = "required mcp servers failed to initialize"
 
 
 class _Envelope(msgspec.Struct):
@@ -56,6 +70,9 @@ class _Envelope(msgspec.Struct):
 class _Item(msgspec.Struct):
     type: str = ""
     text: str | None = None
+    server: str | None = None
+    tool: str | None = None
+    arguments: msgspec.Raw = msgspec.Raw(b"")
 
 
 class _ItemLine(msgspec.Struct):
@@ -96,8 +113,10 @@ class CodexParser:
     """Per-job state for one codex run. ``now``/``tz`` anchor usage-window resets."""
 
     def __init__(self, *, now: Callable[[], float] = time.time, tz: tzinfo | None = None,
+                 new_id: Callable[[], str] = lambda: f"call_{secrets.token_hex(12)}",
                  ) -> None:
         self._now = now
+        self._new_id = new_id
         self._tz = tz
         self._terminal: Error | Stop | None = None
         self._completed = False
@@ -111,8 +130,11 @@ class CodexParser:
             return ()
         try:
             kind = _ENVELOPE.decode(line).type
+            if kind == "item.started":
+                return self._tool_call(_ITEM.decode(line))
             if kind == "item.completed":
-                return self._item(_ITEM.decode(line))
+                item = _ITEM.decode(line)
+                return self._tool_call(item) or self._item(item)
             if kind == "turn.completed":
                 return self._turn_completed(_TURN_COMPLETED.decode(line))
             if kind == "error":
@@ -133,6 +155,9 @@ class CodexParser:
         return self._terminal
 
     def _exit_event(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
+        if returncode != 0 and BRIDGE_FAILED in stderr_tail.decode("utf-8", "replace").lower():
+            return Error(code=Code.TOOL_BRIDGE_FAILED, category="unavailable",
+                         message="codex could not start OLP's tool bridge (its MCP server)")
         if self._completed and returncode == 0:
             return Stop(finish_reason="stop")
         if not self._completed and self._last_error is not None and returncode != 0:
@@ -146,6 +171,17 @@ class CodexParser:
         if excerpt:
             message = f"{message}; stderr: {excerpt}"
         return Error(code=Code.CLI_FAILED, category="unknown", message=message)
+
+    def _tool_call(self, line: _ItemLine) -> Sequence[Event]:
+        """The model's call of a bridge tool → the call and the terminal Stop; else ()."""
+        item = line.item
+        if (item is None or item.type != "mcp_tool_call" or item.server != SERVER_NAME
+                or not item.tool):
+            return ()
+        arguments = bytes(item.arguments).decode("utf-8", "replace").strip() or "{}"
+        self._terminal = Stop(finish_reason="tool_calls")
+        return (ToolCallDelta(index=0, id=self._new_id(), name=item.tool, arguments=arguments),
+                self._terminal)
 
     def _item(self, line: _ItemLine) -> Sequence[Event]:
         item = line.item

@@ -82,6 +82,7 @@ class _Body(msgspec.Struct, kw_only=True):
     frequency_penalty: float | UnsetType = UNSET
     tools: list[_Tool] | UnsetType = UNSET
     tool_choice: str | dict[str, Any] | UnsetType = UNSET
+    parallel_tool_calls: bool | UnsetType = UNSET
     response_format: dict[str, Any] | UnsetType = UNSET
     user: str | UnsetType = UNSET
 
@@ -113,6 +114,8 @@ def encode_chat_request(request: ChatRequest, model: str, *,
                                            parameters=_opt(t.parameters)))
                for t in request.tools] or UNSET,
         tool_choice=_opt(request.tool_choice),
+        # Only with tools: OpenAI refuses parallel_tool_calls on a request without them.
+        parallel_tool_calls=_opt(request.parallel_tool_calls) if request.tools else UNSET,
         response_format=_opt(request.response_format),
         user=_opt(request.user),
     )

@@ -19,6 +19,17 @@ Stdlib only, so it runs under any python3. See tests/support/README.md for the c
                                   FAKE_CLAUDE_HOLD_TIMEOUT_S, default 30 s, else exit 3)
            FAKE_CLAUDE_ARGV_FILE  write argv (a JSON list, argv[0] included) to this file
            FAKE_CLAUDE_TRANSCRIPTS_DIR  override the transcript folder
+  tools    with ``--mcp-config F``: the ``olp`` stdio server of F is launched as the real CLI
+           does (``server/discover``, ``initialize``, ``notifications/initialized``,
+           ``tools/list``) and reported in ``system/init`` (``connected``, or ``failed`` when
+           it exits or does not answer within 10 s); ``tools`` lists the ``--allowedTools``.
+           With the server connected and its tools listed, ``success`` replays a recorded
+           tool call (``tools.call.stream-json``, renamed to the first listed tool) unless
+           the prompt holds a rendered result (``returned]``), then the recorded answer
+           (``tools.result.stream-json``); after a call the fake sends ``tools/call`` and
+           waits for an answer, as claude does. Scenarios: tools_parallel (two calls),
+           tools_malformed (no text, arguments that are not JSON), tools_ignore (prose, no call),
+           tools_bridge_crash (the server is killed before the handshake: ``failed``).
   signals  SIGTERM -> exit 143 at once (the grandchild is left for the caller's group kill);
            SIGINT -> exit 130.
 """
@@ -58,6 +69,8 @@ TRANSCRIPTS = {
     "no_login": "no_api_key.stream-json",
 }
 SYNTHETIC = {"slow", "hang", "crash_mid_stream", "garbage"}  # built from success.partial
+TOOL_SCENARIOS = {"tools_parallel", "tools_malformed", "tools_ignore", "tools_bridge_crash"}
+MCP_TIMEOUT_S = 10.0
 HOLD_TIMEOUT_S = 30.0
 
 # flags of claude 2.1.332 that take a value (from `claude --help`), and those that do not
@@ -121,6 +134,10 @@ class Fake:
         self.cwd = os.getcwd()
         self.home = os.environ.get("HOME", "")
         self.grandchild: subprocess.Popen[bytes] | None = None
+        self.mcp: subprocess.Popen[bytes] | None = None
+        self.mcp_status: str | None = None  # None: no --mcp-config
+        self.mcp_tools: list[str] = []
+        self.mcp_next_id = 0
 
     # -- transcripts ------------------------------------------------------------------------
     def transcript_dir(self) -> Path:
@@ -171,7 +188,88 @@ class Fake:
             tools = self.values.get("--tools")
             if tools is not None:
                 out["tools"] = [t for t in tools.replace(",", " ").split() if t]
+            if self.mcp_status is not None:
+                out["mcp_servers"] = [{"name": "olp", "status": self.mcp_status,
+                                       "source": "dynamic"}]
+                allowed = self.values.get("--allowedTools", "").replace(",", " ").split()
+                out["tools"] = [t for t in allowed if self.mcp_status == "connected"
+                                and t.removeprefix("mcp__olp__") in self.mcp_tools]
+            else:
+                out["mcp_servers"] = []
         return out
+
+    # -- the MCP server of --mcp-config ----------------------------------------------------
+    def start_mcp(self, crash: bool) -> None:
+        """Launch and handshake the ``olp`` server like claude 2.1.332 (see the module doc)."""
+        config_file = self.values.get("--mcp-config")
+        if config_file is None:
+            return
+        self.mcp_status = "failed"
+        try:
+            config = json.loads(Path(config_file).read_text(encoding="utf-8"))
+            server = config["mcpServers"]["olp"]
+            self.mcp = subprocess.Popen([server["command"], *server.get("args", [])],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL)
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if crash:
+            self.mcp.kill()
+            self.mcp.wait()
+            return
+        probe = self.request("server/discover", {}, rid="server-discover-probe-1")
+        init = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                           "clientInfo": {"name": "claude-code",
+                                                          "version": "2.1.332"}})
+        if probe is None or init is None or "result" not in init:
+            return
+        self.notify("notifications/initialized")
+        listed = self.request("tools/list", {})
+        if listed is None or "result" not in listed:
+            return
+        self.mcp_tools = [t["name"] for t in listed["result"].get("tools", [])]
+        self.mcp_status = "connected"
+
+    def notify(self, method: str) -> None:
+        assert self.mcp is not None and self.mcp.stdin is not None
+        try:
+            self.mcp.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+            self.mcp.stdin.flush()
+        except OSError:
+            pass
+
+    def request(self, method: str, params: dict[str, Any], *, rid: Any = None,
+                wait: bool = True) -> dict[str, Any] | None:
+        """Send one request; its answer (None when the server is gone or silent)."""
+        assert self.mcp is not None and self.mcp.stdin is not None and self.mcp.stdout is not None
+        if rid is None:
+            rid = self.mcp_next_id
+            self.mcp_next_id += 1
+        message = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
+        try:
+            self.mcp.stdin.write(json.dumps(message).encode() + b"\n")
+            self.mcp.stdin.flush()
+        except OSError:
+            return None
+        if not wait:
+            return None
+        import select
+
+        deadline = time.monotonic() + MCP_TIMEOUT_S
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([self.mcp.stdout], [], [], 0.05)
+            if not ready:
+                continue
+            line = self.mcp.stdout.readline()
+            if not line:
+                return None
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if answer.get("id") == rid:
+                return answer
+        return None
 
     # -- output -----------------------------------------------------------------------------
     def emit(self, obj: dict[str, Any] | bytes) -> None:
@@ -210,14 +308,22 @@ class Fake:
 
     def finish(self, code: int) -> None:
         """A normal exit: a real CLI leaves no process behind, so reap the grandchild."""
-        if self.grandchild is not None:
-            self.grandchild.kill()
-            self.grandchild.wait()
+        for child in (self.grandchild, self.mcp):
+            if child is not None:
+                child.kill()
+                child.wait()
         sys.stderr.flush()
         sys.exit(code)
 
     # -- scenarios --------------------------------------------------------------------------
     def run(self, scenario: str, prompt: str, system: str | None) -> None:
+        self.start_mcp(crash=scenario == "tools_bridge_crash")
+        if self.mcp_status == "connected" and self.mcp_tools and scenario in (
+                "success", "tools_parallel", "tools_malformed"):
+            self.run_tool_call(scenario, prompt)
+            return
+        if scenario in TOOL_SCENARIOS:
+            scenario = "success"
         case = TRANSCRIPTS.get(scenario, "success.partial")
         lines, stderr, exit_code = self.load(case)
         recorded_model = next(
@@ -257,6 +363,37 @@ class Fake:
             for obj in lines:
                 self.emit(obj)
             self.finish(exit_code)
+
+    def run_tool_call(self, scenario: str, prompt: str) -> None:
+        """Replay a recorded tool call (or, with a rendered result in the prompt, the recorded
+        answer quoting it); after a call, send ``tools/call`` and wait, as claude does."""
+        answered = "returned]" in prompt
+        case = ("tools.result.stream-json" if answered else
+                "tools.parallel.stream-json" if scenario == "tools_parallel" else
+                "tools.call.stream-json")
+        lines, stderr, exit_code = self.load(case)
+        recorded_model = next(
+            (o.get("model") for o in lines if o.get("subtype") == "init"), "claude-sonnet-4-6"
+        )
+        tool = "mcp__olp__" + self.mcp_tools[0]
+        text = json.dumps(lines).replace("mcp__olp__get_weather", tool)
+        lines = [self.adapt(o, recorded_model) for o in json.loads(text)]
+        if scenario == "tools_malformed":
+            lines = _malformed(lines)
+        calls = []
+        for obj in lines:
+            self.emit(obj)
+            if obj.get("type") == "assistant":
+                calls += [b for b in obj.get("message", {}).get("content", [])
+                          if b.get("type") == "tool_use"]
+        if answered or not calls:
+            if stderr:
+                sys.stderr.write(stderr)
+            self.finish(exit_code if exit_code >= 0 else 0)
+        for call in calls:  # claude dispatches each call to the server and waits
+            self.request("tools/call", {"name": call["name"].removeprefix("mcp__olp__"),
+                                        "arguments": call.get("input", {})}, wait=False)
+        _sleep_forever()
 
     def echo_text(self, prompt: str, system: str | None) -> str:
         digest = {
@@ -342,6 +479,23 @@ def _retext(lines: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
     return out
 
 
+def _malformed(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool call without its text preamble, its argument fragments cut short: not JSON."""
+    out = []
+    for obj in lines:
+        if _is_text_delta(obj):
+            continue
+        if obj.get("type") == "assistant" and any(
+                b.get("type") == "text" for b in obj.get("message", {}).get("content", [])):
+            continue
+        event = obj.get("event") if obj.get("type") == "stream_event" else None
+        if isinstance(event, dict) and event.get("delta", {}).get("type") == "input_json_delta":
+            obj = json.loads(json.dumps(obj))
+            obj["event"]["delta"]["partial_json"] = obj["event"]["delta"]["partial_json"][:-2]
+        out.append(obj)
+    return out
+
+
 def _sleep_forever() -> None:
     while True:
         time.sleep(3600)
@@ -362,7 +516,7 @@ def main() -> None:
     if not flags & {"-p", "--print"}:
         _fail("fake_claude: only print mode (-p) is faked")
     scenario = os.environ.get("FAKE_CLAUDE_SCENARIO", "success")
-    if scenario not in TRANSCRIPTS and scenario not in SYNTHETIC:
+    if scenario not in TRANSCRIPTS and scenario not in SYNTHETIC | TOOL_SCENARIOS:
         _fail(f"fake_claude: unknown FAKE_CLAUDE_SCENARIO {scenario!r}", 2)
 
     fake = Fake(values, flags, positional)

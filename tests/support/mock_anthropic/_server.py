@@ -25,6 +25,8 @@ import h11
 import trio
 from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
 
+from ._weather import weather_blocks
+
 __all__ = [
     "DEFAULT_DELTAS",
     "NO_TOOL_TEXT",
@@ -41,7 +43,9 @@ OUTPUT_TOKENS = 7
 
 SCENARIOS: frozenset[str] = frozenset(
     {
-        "success",  # the 4 deltas above, `delay` seconds apart
+        # the 4 deltas above, `delay` seconds apart; with a `*get_weather` tool offered, the
+        # weather model of `_weather.py` (tool_use blocks, then text quoting the results)
+        "success",
         "rate_limit",  # 429 rate_limit_error (+ `retry-after` if `retry_after` is set)
         "auth",  # 401 authentication_error
         "server_error",  # 500 api_error
@@ -286,6 +290,10 @@ class _Server:
                 await trio.sleep_forever()
             elif name == "tool_attack":
                 await self._tool_attack(ex, scenario, record, payload, message_id, request_id)
+            elif name == "success" and (weather := weather_blocks(payload, n)) is not None:
+                record["weather"] = weather[1]
+                await self._blocks(ex, record, payload, weather[0], weather[1], message_id,
+                                   request_id)
             elif stream:
                 await self._stream(ex, scenario, record, model, message_id, request_id)
             else:
@@ -336,6 +344,57 @@ class _Server:
         await _sse(ex, {"type": "content_block_stop", "index": 0})
         await _sse(ex, {"type": "message_delta",
                         "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                        "usage": {"output_tokens": OUTPUT_TOKENS}})
+        await _sse(ex, {"type": "message_stop"})
+        await ex.send(h11.EndOfMessage())
+
+    async def _blocks(
+        self,
+        ex: Exchange,
+        record: dict[str, Any],
+        payload: dict[str, Any],
+        blocks: list[dict[str, Any]],
+        stop_reason: str,
+        message_id: str,
+        request_id: str,
+    ) -> None:
+        """Answer with these content blocks: streamed as the API does (a text block as one
+        delta, a tool_use block's input as two ``input_json_delta`` fragments), or whole."""
+        model = payload["model"]
+        record["status"] = 200
+        if payload.get("stream") is not True:
+            await ex.respond_json(
+                200,
+                {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                 "content": blocks, "stop_reason": stop_reason, "stop_sequence": None,
+                 "usage": _usage(OUTPUT_TOKENS)},
+                [("request-id", request_id)],
+            )
+            return
+        await ex.start_sse([("request-id", request_id)])
+        await _sse(ex, {
+            "type": "message_start",
+            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                        "content": [], "stop_reason": None, "stop_sequence": None,
+                        "usage": _usage(1)},
+        })
+        for index, block in enumerate(blocks):
+            if block["type"] == "text":
+                await _sse(ex, {"type": "content_block_start", "index": index,
+                                "content_block": {"type": "text", "text": ""}})
+                await _sse(ex, {"type": "content_block_delta", "index": index,
+                                "delta": {"type": "text_delta", "text": block["text"]}})
+            else:
+                await _sse(ex, {"type": "content_block_start", "index": index,
+                                "content_block": {**block, "input": {}}})
+                whole = json.dumps(block["input"])
+                half = len(whole) // 2
+                for part in (whole[:half], whole[half:]):
+                    await _sse(ex, {"type": "content_block_delta", "index": index,
+                                    "delta": {"type": "input_json_delta", "partial_json": part}})
+            await _sse(ex, {"type": "content_block_stop", "index": index})
+        await _sse(ex, {"type": "message_delta",
+                        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
                         "usage": {"output_tokens": OUTPUT_TOKENS}})
         await _sse(ex, {"type": "message_stop"})
         await ex.send(h11.EndOfMessage())

@@ -25,11 +25,15 @@ from ._server import (
     OUTPUT_TOKENS,
     SCENARIOS,
     TOOL_RESULT_PREFIX,
+    WEATHER_ANSWER_PREFIX,
+    WEATHER_TOOL_SUFFIX,
     MockMistral,
     Scenario,
     serve_mock,
+    weather_answer,
 )
 
 __all__ = ["ATTACK_TOOLS", "BOOTSTRAP_ROUTE", "CHAT_ROUTE", "DEFAULT_DELTAS", "INPUT_TOKENS",
-           "NO_TOOL_ANSWER", "OUTPUT_TOKENS", "SCENARIOS", "TOOL_RESULT_PREFIX", "MockMistral",
-           "Scenario", "serve_mock"]
+           "NO_TOOL_ANSWER", "OUTPUT_TOKENS", "SCENARIOS", "TOOL_RESULT_PREFIX",
+           "WEATHER_ANSWER_PREFIX", "WEATHER_TOOL_SUFFIX", "MockMistral", "Scenario", "serve_mock",
+           "weather_answer"]

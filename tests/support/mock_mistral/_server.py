@@ -14,6 +14,16 @@ Faithful to what the real ``vibe`` CLI (mistral-vibe 3.0.2) needs (see
   ``path`` (chunk ``delta {tool_calls: [{id, type: "function", index, function: {name,
   arguments}}]}``, finish reason ``tool_calls``); the follow-up request that carries the tool
   result is answered with text that echoes it, so a leak would reach the client.
+* ``get_weather`` (the tool-calling tests, every non-fault scenario): when the request offers a
+  tool whose name ends with ``get_weather`` and the conversation holds no result yet, the answer
+  is a call of it, ``{"city": ...}`` per city the last user text asks about ("weather in Paris
+  and Tokyo" → two calls, else one; default Paris). The real API streams each call whole, all
+  calls of one answer in one delta with distinct ``index`` values: the mock sends
+  ``delta {tool_calls: [...]}`` with ``finish_reason: "tool_calls"`` and ``usage`` in that
+  chunk, then ``[DONE]``. Once a result is there (a ``role: "tool"`` message after the last
+  user message, or a rendered ``Tool result (...):`` block in the last user text - how a CLI
+  hop renders the history), the answer is :data:`WEATHER_ANSWER_PREFIX` + the results joined
+  by ``" | "``.
 * Errors: the status plus Mistral's body ``{"object": "error", "message", "type", "param",
   "code"}`` (the CLI echoes the body verbatim into its ``Error: ...`` line).
 
@@ -28,6 +38,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -36,8 +47,8 @@ import h11
 import trio
 from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
 
-__all__ = ["DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS", "SCENARIOS", "MockMistral",
-           "Scenario", "serve_mock"]
+__all__ = ["DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS", "SCENARIOS", "WEATHER_ANSWER_PREFIX",
+           "WEATHER_TOOL_SUFFIX", "MockMistral", "Scenario", "serve_mock", "weather_answer"]
 
 DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
 INPUT_TOKENS = 25
@@ -76,6 +87,12 @@ ATTACK_TOOLS: tuple[str, ...] = ("bash", "run_shell_command", "exec_command", "r
 TOOL_RESULT_PREFIX = "TOOL RESULT: "
 NO_TOOL_ANSWER = "No tool to attack with."
 BOOTSTRAP_ROUTE = "/v1/connectors/bootstrap"
+WEATHER_TOOL_SUFFIX = "get_weather"
+WEATHER_ANSWER_PREFIX = "Weather report: "
+DEFAULT_CITY = "Paris"
+_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
+_RENDERED_RESULT = re.compile(r"^Tool result \([^)\n]*\)[^\n]*:\n(.*?)(?=\n\n|\Z)",
+                              re.MULTILINE | re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -211,6 +228,47 @@ def _tool_results(payload: dict[str, Any]) -> list[str]:
     return results
 
 
+def _last_user_text(payload: dict[str, Any]) -> str:
+    messages = [m for m in payload.get("messages") or [] if isinstance(m, dict)]
+    users = [m for m in messages if m.get("role") == "user"]
+    if not users:
+        return ""
+    content = users[-1].get("content")
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _weather_tool(payload: dict[str, Any]) -> str | None:
+    """The offered tool whose name ends with ``get_weather`` (any MCP prefix), or None."""
+    for tool in payload.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name.endswith(WEATHER_TOOL_SUFFIX):
+            return name
+    return None
+
+
+def weather_answer(payload: dict[str, Any]) -> list[tuple[str, str]] | str | None:
+    """get_weather: the calls to make (``[(tool name, JSON arguments)]``), the text that quotes
+    the results already in the conversation, or None when no such tool is offered."""
+    name = _weather_tool(payload)
+    if name is None:
+        return None
+    text = _last_user_text(payload)
+    results = _tool_results(payload) + [r.strip() for r in _RENDERED_RESULT.findall(text)]
+    if results:
+        return WEATHER_ANSWER_PREFIX + " | ".join(results)
+    match = _CITIES.search(text)
+    cities = [c for c in match.groups() if c] if match else [DEFAULT_CITY]
+    return [(name, json.dumps({"city": city})) for city in cities]
+
+
+def _call_id(n: int, i: int) -> str:
+    """A Mistral-style call id: 9 alphanumeric characters."""
+    return f"W{n:05d}c{i:02d}"
+
+
 class _Server:
     def __init__(self, handle: MockMistral) -> None:
         self.handle = handle
@@ -268,7 +326,7 @@ class _Server:
             elif payload.get("stream") is True:
                 await self._stream(ex, scenario, record, payload)
             else:
-                await self._whole(ex, scenario, record, payload["model"])
+                await self._whole(ex, scenario, record, payload)
 
         eof = await while_watching(ex, respond)
         self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
@@ -317,6 +375,18 @@ class _Server:
                 return
             text = (TOOL_RESULT_PREFIX + "\n".join(results)) if results else NO_TOOL_ANSWER
             await chunk({"content": text})
+        elif isinstance(weather := weather_answer(payload), list):
+            record["tool_calls"] = [name for name, _ in weather]
+            await chunk({"tool_calls": [
+                {"id": _call_id(record["n"], i), "type": "function", "index": i,
+                 "function": {"name": name, "arguments": arguments}}
+                for i, (name, arguments) in enumerate(weather)]}, "tool_calls", _usage())
+            await ex.send_sse("[DONE]")
+            await ex.send(h11.EndOfMessage())
+            return
+        elif isinstance(weather, str):
+            await trio.sleep(scenario.delay)
+            await chunk({"content": weather})
         else:
             for text in scenario.deltas:
                 await trio.sleep(scenario.delay)
@@ -326,7 +396,11 @@ class _Server:
         await ex.send(h11.EndOfMessage())
 
     async def _whole(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
-                     model: str) -> None:
+                     payload: dict[str, Any]) -> None:
+        model = payload["model"]
+        weather = weather_answer(payload) if scenario.name == "success" else None
+        message: dict[str, Any] = {"role": "assistant"}
+        finish_reason = "stop"
         if scenario.name == "slow":
             if scenario.count is None:
                 await trio.sleep_forever()
@@ -334,6 +408,16 @@ class _Server:
             text = "".join(f" chunk{i}" for i in range(scenario.count or 0))
         elif scenario.name == "stall":
             await trio.sleep_forever()
+        elif isinstance(weather, list):
+            record["tool_calls"] = [name for name, _ in weather]
+            text = ""
+            message["tool_calls"] = [
+                {"id": _call_id(record["n"], i), "type": "function", "index": i,
+                 "function": {"name": name, "arguments": arguments}}
+                for i, (name, arguments) in enumerate(weather)]
+            finish_reason = "tool_calls"
+        elif isinstance(weather, str):
+            text = weather
         else:
             await trio.sleep(scenario.delay * len(scenario.deltas))
             text = "".join(scenario.deltas)
@@ -341,8 +425,8 @@ class _Server:
         await ex.respond_json(200, {
             "id": f"cmpl-mock{record['n']:06d}", "object": "chat.completion",
             "created": int(time.time()), "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                         "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": {**message, "content": text},
+                         "finish_reason": finish_reason}],
             "usage": _usage()})
 
 

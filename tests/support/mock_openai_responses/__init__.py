@@ -21,10 +21,13 @@ from ._server import (
     INPUT_TOKENS,
     OUTPUT_TOKENS,
     SCENARIOS,
+    WEATHER_ANSWER_PREFIX,
+    WEATHER_TOOL_SUFFIX,
     MockResponses,
     Scenario,
     offered_tools,
     serve_mock,
+    weather_answer,
 )
 
 __all__ = [
@@ -34,6 +37,9 @@ __all__ = [
     "SCENARIOS",
     "MockResponses",
     "Scenario",
+    "WEATHER_ANSWER_PREFIX",
+    "WEATHER_TOOL_SUFFIX",
     "offered_tools",
     "serve_mock",
+    "weather_answer",
 ]

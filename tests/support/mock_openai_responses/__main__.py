@@ -31,6 +31,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--command", help="tool_attack: the shell string for shell tools")
     parser.add_argument("--path", help="tool_attack: the file for view_image")
     parser.add_argument("--marker", help="tool_attack: the file an apply_patch call adds")
+    parser.add_argument("--preamble", help="get_weather: a text message before the call(s)")
+    parser.add_argument("--tool-arguments", help="get_weather: each call's arguments, verbatim")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,6 +12,18 @@ h11 rather than an ASGI framework so that every fault is exact: ``hang`` never s
 line, ``drop`` closes the socket without a response, streams are never cut by a framework
 response timeout, and a client that goes away is seen at once (a watcher reads the socket
 while a response is in flight).
+
+``get_weather`` (the tool-calling tests; scenario ``success``): when the request offers a tool
+whose name ends with ``get_weather`` (plain, or inside a ``namespace`` tool as codex offers MCP
+tools: ``{"type": "namespace", "name": "mcp__olp", "tools": [...]}``) and the request holds no
+result for it yet, the answer is a call of it, ``{"city": ...}`` per city the last user text
+asks about ("weather in Paris and Tokyo" → two calls, else one; default Paris), streamed as the
+Responses API streams function calls (per call: ``response.output_item.added`` with empty
+``arguments``, ``response.function_call_arguments.delta`` ×2, ``...arguments.done``,
+``response.output_item.done``; a namespaced tool's call carries ``namespace``), after an
+optional text ``preamble`` message. Once a result is there (a ``function_call_output`` input
+item, or a rendered ``Tool result:`` block in the last user text - how a CLI hop renders
+the history), the answer is :data:`WEATHER_ANSWER_PREFIX` + the results joined by ``" | "``.
 """
 from __future__ import annotations
 
@@ -19,6 +31,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 import time
 from typing import Any
 from urllib.parse import urlsplit
@@ -34,13 +47,25 @@ __all__ = [
     "SCENARIOS",
     "MockResponses",
     "Scenario",
+    "WEATHER_ANSWER_PREFIX",
+    "WEATHER_TOOL_SUFFIX",
     "offered_tools",
     "serve_mock",
+    "weather_answer",
 ]
 
 DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
 INPUT_TOKENS = 25
 OUTPUT_TOKENS = 7
+WEATHER_TOOL_SUFFIX = "get_weather"
+WEATHER_ANSWER_PREFIX = "Weather report: "
+DEFAULT_CITY = "Paris"
+_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
+#: a rendered tool result: "Tool result:" or "Tool result (<id>):", then the text (after an
+#: optional "[<name> returned] " tag) up to a blank line
+_RENDERED_RESULT = re.compile(
+    r"^Tool result(?: \([^)\n]*\))?[^\n]*:\n(?:\[[^\]\n]* returned\] )?(.*?)(?=\n\n|\Z)",
+    re.MULTILINE | re.DOTALL)
 
 SCENARIOS: frozenset[str] = frozenset(
     {
@@ -130,6 +155,8 @@ class Scenario:
     command: str = ""  # tool_attack: the shell string for exec_command/shell_command/shell
     path: str = ""  # tool_attack: the file for view_image
     marker: str = ""  # tool_attack: the file an apply_patch call adds
+    preamble: str = ""  # get_weather: a text message streamed before the call(s)
+    tool_arguments: str | None = None  # get_weather: each call's arguments text, verbatim
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -155,9 +182,11 @@ class Scenario:
             raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.status, int) or not 100 <= self.status <= 599:
             raise ValueError("status must be an HTTP status code")
-        for field in ("command", "path", "marker"):
+        for field in ("command", "path", "marker", "preamble"):
             if not isinstance(getattr(self, field), str):
                 raise ValueError(f"{field} must be a string")
+        if self.tool_arguments is not None and not isinstance(self.tool_arguments, str):
+            raise ValueError("tool_arguments must be a string or null")
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -282,6 +311,62 @@ def _tool_outputs(body: dict[str, Any]) -> list[str]:
         else:
             out.append(output if isinstance(output, str) else json.dumps(output))
     return out
+
+
+def _last_user_text(body: dict[str, Any]) -> str:
+    """The text of the request's last user message (codex puts the prompt there)."""
+    users = [i for i in body.get("input") or []
+             if isinstance(i, dict) and i.get("role") == "user"]
+    if not users:
+        return ""
+    content = users[-1].get("content")
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return content if isinstance(content, str) else ""
+
+
+def _weather_tool(body: dict[str, Any]) -> tuple[str | None, str] | None:
+    """``(namespace, name)`` of the offered tool whose name ends with ``get_weather``."""
+    for tool in body.get("tools") or []:
+        if not isinstance(tool, dict):
+            continue
+        if tool.get("type") == "namespace":
+            for inner in tool.get("tools") or []:
+                name = inner.get("name") if isinstance(inner, dict) else None
+                if isinstance(name, str) and name.endswith(WEATHER_TOOL_SUFFIX):
+                    return str(tool.get("name")), name
+        elif isinstance(tool.get("name"), str) and tool["name"].endswith(WEATHER_TOOL_SUFFIX):
+            return None, tool["name"]
+    return None
+
+
+def weather_answer(body: dict[str, Any]) -> list[tuple[str | None, str, str]] | str | None:
+    """get_weather: the calls to make (``[(namespace, name, JSON arguments)]``), the text that
+    quotes the results already in the request, or None when no such tool is offered."""
+    tool = _weather_tool(body)
+    if tool is None:
+        return None
+    text = _last_user_text(body)
+    results = _tool_outputs(body) + [r.strip() for r in _RENDERED_RESULT.findall(text)]
+    if results:
+        return WEATHER_ANSWER_PREFIX + " | ".join(results)
+    match = _CITIES.search(text)
+    cities = [c for c in match.groups() if c] if match else [DEFAULT_CITY]
+    namespace, name = tool
+    return [(namespace, name, json.dumps({"city": city})) for city in cities]
+
+
+def _weather_calls(calls: list[tuple[str | None, str, str]], n: int) -> list[dict[str, Any]]:
+    """The complete ``function_call`` output items for ``calls``."""
+    items: list[dict[str, Any]] = []
+    for i, (namespace, name, arguments) in enumerate(calls):
+        item: dict[str, Any] = {"id": f"fc_mock{n:06d}_{i}", "type": "function_call",
+                                "status": "completed", "arguments": arguments,
+                                "call_id": f"call_mock{n:06d}_{i}", "name": name}
+        if namespace is not None:
+            item["namespace"] = namespace
+        items.append(item)
+    return items
 
 
 def _attack_call(scenario: Scenario, body: dict[str, Any], n: int) -> dict[str, Any] | None:
@@ -424,6 +509,26 @@ class _Server:
         await sse.send("response.created", response=pending)
         await sse.send("response.in_progress", response=pending)
         deltas = scenario.deltas
+        weather = weather_answer(payload) if scenario.name == "success" else None
+        if isinstance(weather, list):
+            if scenario.tool_arguments is not None:
+                weather = [(ns, name, scenario.tool_arguments) for ns, name, _ in weather]
+            calls = _weather_calls(weather, n)
+            record["tool_calls"] = [c["name"] for c in calls]
+            output: list[dict[str, Any]] = []
+            if scenario.preamble:
+                output.append(await self._message(sse, item_id, 0, (scenario.preamble,),
+                                                  scenario))
+            for call in calls:
+                await self._function_call(sse, call, len(output), scenario)
+                output.append(call)
+            await sse.send("response.completed",
+                           response=_response(response_id, model, "completed", output,
+                                              _usage(scenario.cached_tokens), created))
+            await ex.send(h11.EndOfMessage())
+            return
+        if isinstance(weather, str):
+            deltas = (weather,)
         if scenario.name == "tool_attack":
             outputs = _tool_outputs(payload)
             call = None if outputs else _attack_call(scenario, payload, n)
@@ -470,6 +575,44 @@ class _Server:
                                           created))
         await ex.send(h11.EndOfMessage())
 
+
+    async def _message(self, sse: _Sse, item_id: str, index: int, deltas: tuple[str, ...],
+                       scenario: Scenario) -> dict[str, Any]:
+        """Stream one assistant text message at ``output_index`` ``index``; returns the
+        complete item."""
+        await sse.send("response.output_item.added", output_index=index,
+                       item=_message_item(item_id, "", "in_progress"))
+        part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}
+        await sse.send("response.content_part.added", item_id=item_id, output_index=index,
+                       content_index=0, part=part)
+        for text in deltas:
+            await trio.sleep(scenario.delay)
+            await sse.send("response.output_text.delta", item_id=item_id, output_index=index,
+                           content_index=0, delta=text, logprobs=[])
+        text = "".join(deltas)
+        await sse.send("response.output_text.done", item_id=item_id, output_index=index,
+                       content_index=0, text=text, logprobs=[])
+        await sse.send("response.content_part.done", item_id=item_id, output_index=index,
+                       content_index=0, part={**part, "text": text})
+        item = _message_item(item_id, text, "completed")
+        await sse.send("response.output_item.done", output_index=index, item=item)
+        return item
+
+    async def _function_call(self, sse: _Sse, call: dict[str, Any], index: int,
+                             scenario: Scenario) -> None:
+        """Stream one complete ``function_call`` item at ``output_index`` ``index``: added
+        (empty arguments, in progress), the arguments in two deltas, done, the item done."""
+        await sse.send("response.output_item.added", output_index=index,
+                       item={**call, "status": "in_progress", "arguments": ""})
+        arguments = call["arguments"]
+        half = len(arguments) // 2
+        for piece in (arguments[:half], arguments[half:]):
+            await trio.sleep(scenario.delay)
+            await sse.send("response.function_call_arguments.delta", item_id=call["id"],
+                           output_index=index, delta=piece)
+        await sse.send("response.function_call_arguments.done", item_id=call["id"],
+                       output_index=index, arguments=arguments)
+        await sse.send("response.output_item.done", output_index=index, item=call)
 
     async def _tool_call(self, sse: _Sse, call: dict[str, Any], response_id: str, model: str,
                          created: int, scenario: Scenario) -> None:
