@@ -26,6 +26,8 @@ def config(claude: str, mock: MockAnthropic) -> dict[str, Any]:
             "enabled": {"openai": False, "mistral": False},
             "anthropic": {
                 "binary": claude,
+                # the mock's API key is metered spend: the provider consents (registry models)
+                "metered": True,
                 "max_concurrent": 2,
                 "env": {
                     "ANTHROPIC_BASE_URL": mock.base_url,

@@ -55,6 +55,8 @@ def config(codex: str, mock: MockResponses, *, retries: bool = False,
             "enabled": {"openai": True, "anthropic": False, "mistral": False},
             "openai": {
                 "binary": codex,
+                # the mock's API key is metered spend: the provider consents (registry models)
+                "metered": True,
                 "max_concurrent": 2,
                 "home_files": {".codex/config.toml": codex_config_toml(mock, retries=retries)},
                 "env": {"OPENAI_API_KEY": KEY},

@@ -53,6 +53,8 @@ def config(vibe: str, mock: MockMistral, *, key_in_env: bool = True) -> dict[str
             "enabled": {"anthropic": False, "openai": False, "mistral": True},
             "mistral": {
                 "binary": vibe,
+                # the mock's API key is metered spend: the provider consents (registry models)
+                "metered": True,
                 "max_concurrent": 2,
                 "env": {"MISTRAL_API_KEY": KEY} if key_in_env else {},
                 "home_files": {".vibe/config.toml": vibe_config(mock)},

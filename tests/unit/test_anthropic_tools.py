@@ -150,12 +150,28 @@ def test_an_assistant_event_repeating_a_streamed_call_adds_nothing() -> None:
     assert sum(1 for e in events if isinstance(e, ToolCallDelta) and e.id) == 1
 
 
-def test_a_built_in_tool_name_is_passed_on_for_the_gate_to_refuse() -> None:
+def test_a_tool_of_claudes_own_is_not_a_client_call_and_does_not_end_the_job() -> None:
+    # Only with a built-in tool an owner switched back on (extra_args): claude runs it itself
+    # and goes on to answer, so the job must go on too (the sandbox contains the tool).
     parser = AnthropicParser()
-    line = json.dumps({"type": "stream_event", "event": {
-        "type": "content_block_start", "index": 0,
-        "content_block": {"type": "tool_use", "id": "t", "name": "Bash", "input": {}}}})
-    assert list(parser.feed(line.encode())) == [ToolCallDelta(index=0, id="t", name="Bash")]
+
+    def event(**e: object) -> bytes:
+        return json.dumps({"type": "stream_event", "event": e}).encode()
+
+    lines = [
+        event(type="message_start", message={"id": "m1", "model": "claude-sonnet-4-6",
+                                             "usage": {"input_tokens": 5}}),
+        event(type="content_block_start", index=0,
+              content_block={"type": "tool_use", "id": "t", "name": "Bash", "input": {}}),
+        event(type="content_block_delta", index=0,
+              delta={"type": "input_json_delta", "partial_json": '{"command": "id"}'}),
+        event(type="message_delta", delta={"stop_reason": "tool_use"},
+              usage={"output_tokens": 3}),
+        event(type="message_start", message={"id": "m2", "model": "claude-sonnet-4-6"}),
+        event(type="content_block_delta", index=0, delta={"type": "text_delta", "text": "ok"}),
+    ]
+    events = [e for line in lines for e in parser.feed(line)]
+    assert events == [Start(model="claude-sonnet-4-6"), TextDelta(text="ok")]
 
 
 def test_recorded_bash_request_offered_only_the_bridge_tool_upstream() -> None:

@@ -9,20 +9,23 @@ Line handling (schema in ``cli-reference/claude/README.md``):
   are not JSON objects, or whose fields have unexpected types → nothing.
 * ``system/api_retry`` → :class:`Retrying`.
 * ``stream_event``: ``message_start`` → :class:`Start` (when the model changes);
-  ``text_delta`` → :class:`TextDelta`; ``content_block_start`` of a ``tool_use`` block →
-  :class:`ToolCallDelta` with the block's index, id and name (``mcp__olp__`` stripped);
-  ``input_json_delta`` → its argument fragment; ``message_delta`` with ``stop_reason``
-  ``tool_use`` → :class:`Usage` (``message_start``'s input tokens, the delta's output tokens)
-  and a terminal ``Stop(finish_reason="tool_calls")`` — claude would now wait for the
-  ``tools/call`` answer, and the runner kills it; a ``message_stop`` with
+  ``text_delta`` → :class:`TextDelta`; ``content_block_start`` of a ``tool_use`` block of
+  OLP's bridge (``mcp__olp__<name>``) → :class:`ToolCallDelta` with the block's index, id and
+  the client's name (prefix stripped); its ``input_json_delta`` → its argument fragment;
+  ``message_delta`` with ``stop_reason`` ``tool_use`` after such a call → :class:`Usage`
+  (``message_start``'s input tokens, the delta's output tokens) and a terminal
+  ``Stop(finish_reason="tool_calls")`` — claude would now wait for the ``tools/call`` answer,
+  and the runner kills it. A ``tool_use`` of any other tool is claude's own (one an owner
+  deliberately switched back on with ``extra_args``; by default none is offered): claude runs
+  it and goes on, so it is not reported and does not end the job. A ``message_stop`` with
   ``abandoned_blocks`` (claude gave up on a stalled stream and re-asks without retracting
   what it printed) → a terminal
   ``STREAM_ABANDONED`` error if text was already emitted, else nothing.
 * ``assistant``: an API-error message is remembered for classification; otherwise its text
   is emitted as one delta unless deltas were already seen for that message id (the
-  non-streaming re-ask, or output without partial messages), and each ``tool_use`` block not
-  yet seen as a stream event becomes one whole :class:`ToolCallDelta`. A model not announced
-  yet is announced first with :class:`Start`.
+  non-streaming re-ask, or output without partial messages), and each bridge ``tool_use``
+  block not yet seen as a stream event becomes one whole :class:`ToolCallDelta`. A model not
+  announced yet is announced first with :class:`Start`.
 * ``result``: success → :class:`Usage` now (preceded by the ``result`` text when no text was
   emitted at all, as with ``--output-format json``), :class:`Stop` at
   :meth:`AnthropicParser.finish`; error → the classified terminal :class:`Error` at once.
@@ -199,6 +202,7 @@ class AnthropicParser:
         self._deltas_since_assistant = False
         self._emitted_text = False
         self._tool_ids: set[str] = set()  # tool_use blocks already reported
+        self._call_blocks: set[int] = set()  # stream indices of the bridge calls being read
         self._whole_calls = 0
         self._input_tokens = 0  # of the current message (message_start)
 
@@ -268,19 +272,26 @@ class AnthropicParser:
         if event.type == "message_start" and event.message is not None:
             self._current_id = line.api_message_id or event.message.id
             self._input_tokens = _input_tokens(event.message.usage)
+            self._call_blocks.clear()
             return self._start(event.message.model)
         block = event.content_block
         if (event.type == "content_block_start" and block is not None
                 and block.type == "tool_use" and event.index is not None):
+            name = _client_name(block.name)
+            if name is None:
+                return ()  # claude's own tool: it runs it itself
             if block.id is not None:
                 self._tool_ids.add(block.id)
-            return (ToolCallDelta(index=event.index, id=block.id, name=_client_name(block.name)),)
+            self._call_blocks.add(event.index)
+            return (ToolCallDelta(index=event.index, id=block.id, name=name),)
         if (event.type == "content_block_delta" and event.delta is not None
                 and event.delta.type == "input_json_delta" and event.index is not None):
             fragment = event.delta.partial_json or ""
-            return (ToolCallDelta(index=event.index, arguments=fragment),) if fragment else ()
+            if not fragment or event.index not in self._call_blocks:
+                return ()
+            return (ToolCallDelta(index=event.index, arguments=fragment),)
         if (event.type == "message_delta" and event.delta is not None
-                and event.delta.stop_reason == "tool_use"):
+                and event.delta.stop_reason == "tool_use" and self._call_blocks):
             self._terminal = Stop(finish_reason="tool_calls")
             output = event.usage.output_tokens if event.usage is not None else None
             if output is None:
@@ -332,13 +343,14 @@ class AnthropicParser:
             return []
         calls: list[Event] = []
         for block in message.content:
-            if block.type != "tool_use" or (block.id is not None and block.id in self._tool_ids):
+            name = _client_name(block.name)
+            if (block.type != "tool_use" or name is None
+                    or (block.id is not None and block.id in self._tool_ids)):
                 continue
             if block.id is not None:
                 self._tool_ids.add(block.id)
             calls.append(ToolCallDelta(
-                index=_WHOLE_CALL_INDEX + self._whole_calls, id=block.id,
-                name=_client_name(block.name),
+                index=_WHOLE_CALL_INDEX + self._whole_calls, id=block.id, name=name,
                 arguments=json.dumps(block.input if block.input is not None else {},
                                      ensure_ascii=False)))
             self._whole_calls += 1
@@ -385,11 +397,12 @@ class AnthropicParser:
 
 
 def _client_name(name: str | None) -> str | None:
-    """The client's tool name: claude's ``mcp__olp__<name>`` without the prefix. Any other
-    name is left as it is (the tool gate refuses a name the request did not offer)."""
-    if name is not None and name.startswith(_TOOL_PREFIX):
+    """The client's tool name: claude's ``mcp__olp__<name>`` without the prefix; ``None`` for
+    a tool that is not the bridge's (claude's own). The tool gate refuses a name the request
+    did not offer."""
+    if name is not None and name.startswith(_TOOL_PREFIX) and len(name) > len(_TOOL_PREFIX):
         return name.removeprefix(_TOOL_PREFIX)
-    return name
+    return None
 
 
 def _input_tokens(usage: _SseUsage | None) -> int:
