@@ -7,7 +7,6 @@ checks the types and reports a path, semantic checks follow. Every failure is
 
 from __future__ import annotations
 
-import re
 from typing import Any, Final, get_args
 
 import msgspec
@@ -15,34 +14,21 @@ from msgspec import UnsetType
 
 from ._openai_wire import _Message, _Part, _Request, _Tool, _ToolCall
 from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
-
-
-class InvalidRequest(Exception):
-    """A request body OpenAI would answer with 400 ``invalid_request_error``.
-
-    ``param`` names the offending field OpenAI-style (``messages[1].content``), or is ``None``;
-    ``code`` is OpenAI's machine-readable ``code`` (``"invalid_type"``, ...) or ``None``.
-    """
-
-    type: Final = "invalid_request_error"
-
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.param = param
-        self.code = code
-
+from ._validation import (
+    INT32_MAX,
+    TOOL_NAME,
+    InvalidRequest,
+    check_int,
+    check_range,
+    from_validation_error,
+    invalid,
+    require_prompt,
+)
 
 _DECODER: Final = msgspec.json.Decoder(_Request)
 _ROLES: Final[dict[str, Role]] = {r: r for r in get_args(Role)}
 _TOOL_CHOICES: Final = ("none", "auto", "required")
-#: OpenAI's rule for a function name. It also keeps a name safe where a CLI needs it on argv
-#: (claude's ``--allowedTools mcp__olp__<name>,...``: no comma, space or wildcard).
-_TOOL_NAME: Final = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _RESPONSE_FORMATS: Final = ("text", "json_object", "json_schema")
-_MISSING: Final = "Object missing required field `"
-_INT32_MAX: Final = 2**31 - 1
-_SYSTEM_ROLES: Final = frozenset({"system", "developer"})
 
 
 def decode_chat_request(body: bytes) -> ChatRequest:
@@ -50,7 +36,7 @@ def decode_chat_request(body: bytes) -> ChatRequest:
     try:
         wire = _DECODER.decode(body)
     except msgspec.ValidationError as e:
-        raise _from_validation_error(str(e)) from None
+        raise from_validation_error(str(e)) from None
     except msgspec.DecodeError as e:
         raise InvalidRequest(f"Invalid JSON body: {e}.") from None
     except RecursionError:
@@ -58,57 +44,25 @@ def decode_chat_request(body: bytes) -> ChatRequest:
     return _convert(wire)
 
 
-def _from_validation_error(text: str) -> InvalidRequest:
-    """Turn msgspec's ``Expected `int`, got `str` - at `$.a[1].b``` into an OpenAI-style error."""
-    detail, sep, path = text.partition(" - at `")
-    param = (path.rstrip("`").removeprefix("$").removeprefix(".") or None) if sep else None
-    if detail.startswith(_MISSING):
-        field = detail.removeprefix(_MISSING).rstrip("`")
-        param = f"{param}.{field}" if param else field
-        return InvalidRequest(f"Missing required parameter: '{param}'.", param,
-                              "missing_required_parameter")
-    detail = detail[:1].lower() + detail[1:]
-    if param is None:
-        return InvalidRequest(f"Invalid request body: {detail}.", None, "invalid_type")
-    if detail.startswith("expected"):
-        return InvalidRequest(f"Invalid type for '{param}': {detail}.", param, "invalid_type")
-    return InvalidRequest(f"Invalid value for '{param}': {detail}.", param, "invalid_value")
-
-
-def _invalid(param: str, why: str) -> InvalidRequest:
-    return InvalidRequest(f"Invalid value for '{param}': {why}", param, "invalid_value")
-
-
-def _check_range(param: str, value: float | None, lo: float, hi: float) -> None:
-    if value is not None and not lo <= value <= hi:
-        raise _invalid(param, f"expected a number between {lo:g} and {hi:g}, got {value!r}.")
-
-
-def _check_int(param: str, value: int | None, lo: int, hi: int) -> None:
-    if value is not None and not lo <= value <= hi:
-        shown = value if abs(value) < 10**30 else "a huge number"
-        raise _invalid(param, f"expected an integer between {lo} and {hi}, got {shown}.")
-
-
 def _convert(w: _Request) -> ChatRequest:
     if not w.model:
-        raise _invalid("model", "must be a non-empty string.")
+        raise invalid("model", "must be a non-empty string.")
     if not w.messages:
         raise InvalidRequest("Invalid 'messages': expected a non-empty array.", "messages",
                              "empty_array")
     if w.n is not None and w.n != 1:
         raise InvalidRequest("Invalid value for 'n': only n=1 is supported.", "n",
                              "unsupported_value")
-    _check_range("temperature", w.temperature, 0, 2)
-    _check_range("top_p", w.top_p, 0, 1)
-    _check_range("presence_penalty", w.presence_penalty, -2, 2)
-    _check_range("frequency_penalty", w.frequency_penalty, -2, 2)
-    _check_int("max_tokens", w.max_tokens, 1, _INT32_MAX)
-    _check_int("max_completion_tokens", w.max_completion_tokens, 1, _INT32_MAX)
-    _check_int("seed", w.seed, -(2**63), 2**63 - 1)
+    check_range("temperature", w.temperature, 0, 2)
+    check_range("top_p", w.top_p, 0, 1)
+    check_range("presence_penalty", w.presence_penalty, -2, 2)
+    check_range("frequency_penalty", w.frequency_penalty, -2, 2)
+    check_int("max_tokens", w.max_tokens, 1, INT32_MAX)
+    check_int("max_completion_tokens", w.max_completion_tokens, 1, INT32_MAX)
+    check_int("seed", w.seed, -(2**63), 2**63 - 1)
     _refuse_legacy_functions(w)
     messages = tuple(_message(f"messages[{i}]", m) for i, m in enumerate(w.messages))
-    _require_prompt(messages)
+    require_prompt(messages)
     tools = tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ()))
     tool_choice = _tool_choice(w.tool_choice)
     _check_named_choice(tool_choice, tools)
@@ -153,11 +107,11 @@ def _refuse_legacy_functions(w: _Request) -> None:
 def _message(at: str, m: _Message) -> Message:
     role = _ROLES.get(m.role)
     if role is None:
-        raise _invalid(f"{at}.role", f"expected one of {', '.join(_ROLES)}, got {m.role!r}.")
+        raise invalid(f"{at}.role", f"expected one of {', '.join(_ROLES)}, got {m.role!r}.")
     tool_calls = tuple(_tool_call(f"{at}.tool_calls[{i}]", c)
                        for i, c in enumerate(m.tool_calls or ()))
     if tool_calls and role != "assistant":
-        raise _invalid(f"{at}.tool_calls", "only assistant messages may have tool_calls.")
+        raise invalid(f"{at}.tool_calls", "only assistant messages may have tool_calls.")
     content = _content(at, role, m.content)
     if not content and not (role == "assistant" and tool_calls):
         raise InvalidRequest(f"Missing required parameter: '{at}.content'.", f"{at}.content",
@@ -167,23 +121,6 @@ def _message(at: str, m: _Message) -> Message:
                              f"{at}.tool_call_id", "missing_required_parameter")
     return Message(role=role, content=content, name=m.name, tool_calls=tool_calls,
                    tool_call_id=m.tool_call_id if role == "tool" else None)
-
-
-def _require_prompt(messages: tuple[Message, ...]) -> None:
-    """Refuse a conversation with nothing to answer: every user, assistant and tool message
-    is empty or whitespace (system and developer messages alone are not a prompt). An image
-    part, an assistant's tool calls or a tool result count as something to answer; so does
-    any turn with text, since the CLIs then get a transcript (see ``olp/actors/_prompt.py``).
-    """
-    turns = [(i, m) for i, m in enumerate(messages) if m.role not in _SYSTEM_ROLES]
-    if any(m.role == "tool" or m.tool_calls or m.text().strip()
-           or any(isinstance(p, ImagePart) for p in m.content) for _, m in turns):
-        return
-    param = f"messages[{turns[0][0]}].content" if len(turns) == 1 else "messages"
-    what = ("only system or developer messages" if not turns
-            else "no text" if len(turns) == 1 else "no message with text")
-    raise InvalidRequest(f"Invalid value for '{param}': the conversation has {what}; send a "
-                         "user message with non-blank content.", param, "invalid_value")
 
 
 def _content(at: str, role: Role, content: str | list[_Part] | None | UnsetType) -> tuple[
@@ -201,7 +138,7 @@ def _part(at: str, role: Role, p: _Part) -> Part:
         return TextPart(text=p.text, cache_control=p.cache_control)
     if p.type == "image_url":
         if role != "user":
-            raise _invalid(f"{at}.type", "image parts are only allowed in user messages.")
+            raise invalid(f"{at}.type", "image parts are only allowed in user messages.")
         image = p.image_url
         if image is None:
             raise InvalidRequest(f"Missing required parameter: '{at}.image_url'.",
@@ -209,13 +146,13 @@ def _part(at: str, role: Role, p: _Part) -> Part:
         if isinstance(image, str):
             return ImagePart(url=image)
         return ImagePart(url=image.url, detail=image.detail)
-    raise _invalid(f"{at}.type", f"unsupported content part type {p.type!r} "
+    raise invalid(f"{at}.type", f"unsupported content part type {p.type!r} "
                    "(supported: text, image_url).")
 
 
 def _tool_call(at: str, c: _ToolCall) -> ToolCall:
     if c.type != "function":
-        raise _invalid(f"{at}.type", f"expected 'function', got {c.type!r}.")
+        raise invalid(f"{at}.type", f"expected 'function', got {c.type!r}.")
     return ToolCall(id=c.id, name=c.function.name, arguments=c.function.arguments)
 
 
@@ -225,17 +162,17 @@ def _stop(stop: str | list[str] | None) -> tuple[str, ...]:
     if isinstance(stop, str):
         return (stop,)
     if len(stop) > 4:
-        raise _invalid("stop", f"expected at most 4 stop sequences, got {len(stop)}.")
+        raise invalid("stop", f"expected at most 4 stop sequences, got {len(stop)}.")
     return tuple(stop)
 
 
 def _tool(at: str, t: _Tool) -> ToolSpec:
     if t.type != "function":
-        raise _invalid(f"{at}.type", f"expected 'function', got {t.type!r}.")
+        raise invalid(f"{at}.type", f"expected 'function', got {t.type!r}.")
     if not t.function.name:
-        raise _invalid(f"{at}.function.name", "must be a non-empty string.")
-    if not _TOOL_NAME.fullmatch(t.function.name):
-        raise _invalid(f"{at}.function.name", "must be 1 to 64 letters, digits, underscores "
+        raise invalid(f"{at}.function.name", "must be a non-empty string.")
+    if not TOOL_NAME.fullmatch(t.function.name):
+        raise invalid(f"{at}.function.name", "must be 1 to 64 letters, digits, underscores "
                        "or dashes.")
     f = t.function
     return ToolSpec(name=f.name, description=f.description, parameters=f.parameters)
@@ -244,7 +181,7 @@ def _tool(at: str, t: _Tool) -> ToolSpec:
 def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | None:
     if isinstance(choice, str):
         if choice not in _TOOL_CHOICES:
-            raise _invalid("tool_choice", f"expected one of {', '.join(_TOOL_CHOICES)} "
+            raise invalid("tool_choice", f"expected one of {', '.join(_TOOL_CHOICES)} "
                            f"or an object, got {choice!r}.")
     elif choice is not None:
         kind = choice.get("type")
@@ -255,7 +192,7 @@ def _tool_choice(choice: str | dict[str, Any] | None) -> str | dict[str, Any] | 
         if kind == "function" and not (isinstance(function, dict)
                                        and isinstance(function.get("name"), str)
                                        and function["name"]):
-            raise _invalid("tool_choice.function.name", "expected a non-empty string.")
+            raise invalid("tool_choice.function.name", "expected a non-empty string.")
     return choice
 
 
@@ -267,7 +204,7 @@ def _check_named_choice(choice: str | dict[str, Any] | None,
         return
     name = choice["function"]["name"]
     if name not in {t.name for t in tools}:
-        raise _invalid("tool_choice.function.name",
+        raise invalid("tool_choice.function.name",
                        f"function {name!r} is not one of the request's 'tools'.")
 
 
@@ -276,7 +213,7 @@ def _response_format(fmt: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     kind = fmt.get("type")
     if kind not in _RESPONSE_FORMATS:
-        raise _invalid("response_format.type",
+        raise invalid("response_format.type",
                        f"expected one of {', '.join(_RESPONSE_FORMATS)}, got {kind!r}.")
     if kind == "json_schema" and not isinstance(fmt.get("json_schema"), dict):
         raise InvalidRequest("Missing required parameter: 'response_format.json_schema'.",
