@@ -1,4 +1,5 @@
-"""The Quart-Trio application: OpenAI-compatible routes in front of the engine."""
+"""The Quart-Trio application: OpenAI-compatible routes in front of the engine, and the
+Anthropic Messages dialect (``/v1/messages``) on the same engine (:mod:`._dialect`)."""
 
 from __future__ import annotations
 
@@ -19,9 +20,12 @@ from olp import __version__
 from olp.actors import ProviderActor
 from olp.cache import CacheStore, Singleflight
 from olp.engine import ChainFailed, Engine, UnknownModel, UnusableChain
+from olp.ir import ChatRequest, ImagePart, TextPart
+from olp.ir.anthropic import decode_messages_request
 from olp.ir.openai import InvalidRequest, decode_chat_request
 
 from . import _chat
+from ._dialect import ANTHROPIC, OPENAI, Dialect
 from ._errors import ApiError
 
 log = logging.getLogger("olp.http")
@@ -86,8 +90,9 @@ def create_app(services: Services) -> QuartTrio:
 
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
-        return Response(exc.body(), status=exc.status, content_type=JSON,
-                        headers=dict(exc.headers))
+        """In the dialect of the path asked for (Anthropic's shape under ``/v1/messages``)."""
+        return Response(_dialect_of_path().error_body(exc), status=exc.status,
+                        content_type=JSON, headers=dict(exc.headers))
 
     @app.errorhandler(HTTPException)
     async def _http_error(exc: HTTPException) -> Response:
@@ -174,8 +179,8 @@ def create_app(services: Services) -> QuartTrio:
             message = f"The model `{model}` does not exist or is not served here."
         raise ApiError(404, message, "invalid_request_error", "model_not_found", "model")
 
-    @app.post("/v1/chat/completions")
-    async def chat_completions() -> Response:
+    async def _chat_body() -> bytes:
+        """The request body of a chat view, after the media type and size checks."""
         mimetype = request.mimetype
         if mimetype != JSON:
             raise ApiError(415, f"Content-Type must be {JSON}, not {mimetype or 'missing'}.",
@@ -186,8 +191,12 @@ def create_app(services: Services) -> QuartTrio:
         body = await request.get_data(cache=False)
         assert isinstance(body, bytes)
         g.body_read = True
+        return body
+
+    async def _answer(decode: Callable[[bytes], ChatRequest], dialect: Dialect) -> Response:
+        """Decode, run the engine, answer in ``dialect``: the one path of every chat view."""
         try:
-            chat = decode_chat_request(body)
+            chat = decode(await _chat_body())
         except InvalidRequest as exc:
             raise ApiError(400, exc.message, "invalid_request_error", exc.code,
                            exc.param) from None
@@ -196,9 +205,9 @@ def create_app(services: Services) -> QuartTrio:
             if chat.stream:
                 return await _chat.stream(services.engine, chat, context, services.headers,
                                           heartbeat_s=services.heartbeat_s,
-                                          background=services.background)
+                                          background=services.background, dialect=dialect)
             done = await services.engine.complete(chat, context)
-            return _chat.complete(chat, done, services.headers)
+            return _chat.complete(chat, done, services.headers, dialect)
         except UnusableChain as exc:
             raise ApiError(503, exc.message, "api_error", "chain_unusable", "model") from None
         except UnknownModel as exc:
@@ -206,6 +215,38 @@ def create_app(services: Services) -> QuartTrio:
                            "model") from None
         except ChainFailed as exc:
             raise _chat.exhausted(chat, exc, services.headers) from None
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions() -> Response:
+        return await _answer(decode_chat_request, OPENAI)
+
+    @app.post("/v1/messages")
+    async def messages() -> Response:
+        """Anthropic Messages (``anthropic-version`` and ``anthropic-beta`` are accepted and
+        change nothing)."""
+        return await _answer(decode_messages_request, ANTHROPIC)
+
+    @app.post("/v1/messages/count_tokens")
+    async def count_tokens() -> Response:
+        """An estimate (no CLI has a tokenizer to ask): about four characters a token over
+        the text, tool definitions and images of the request; ``X-OLP-Token-Count:
+        estimate`` says so."""
+        body = await _chat_body()
+        try:
+            wire = json.loads(body)
+        except ValueError:
+            wire = None
+        if isinstance(wire, dict):  # count_tokens takes no max_tokens; decoding needs one
+            wire.setdefault("max_tokens", 1)
+            body = json.dumps(wire).encode()
+        try:
+            chat = decode_messages_request(body)
+        except InvalidRequest as exc:
+            raise ApiError(400, exc.message, "invalid_request_error", exc.code,
+                           exc.param) from None
+        response = _json({"input_tokens": estimate_tokens(chat)})
+        response.headers["X-OLP-Token-Count"] = "estimate"
+        return response
 
     @app.get("/cache/stats")
     async def cache_stats() -> Response:
@@ -245,6 +286,29 @@ async def _cache_upkeep(cache: CacheStore, scope: trio.CancelScope, *,
                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
     with scope:
         await cache.run(task_status=task_status)
+
+
+def estimate_tokens(chat: ChatRequest) -> int:
+    """About four characters a token over every text part, tool call, tool definition, and
+    a flat 1,000 per image (what a CLI hop has no tokenizer to say exactly)."""
+    chars = 0
+    images = 0
+    for message in chat.messages:
+        for part in message.content:
+            if isinstance(part, TextPart):
+                chars += len(part.text)
+            elif isinstance(part, ImagePart):
+                images += 1
+        chars += sum(len(c.name) + len(c.arguments) for c in message.tool_calls)
+    chars += sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters or {}))
+                 for t in chat.tools)
+    return max(1, -(-chars // 4)) + 1000 * images
+
+
+def _dialect_of_path() -> Dialect:
+    """Anthropic's shapes under ``/v1/messages``, OpenAI's everywhere else."""
+    path = request.path
+    return ANTHROPIC if path == "/v1/messages" or path.startswith("/v1/messages/") else OPENAI
 
 
 def _token_from_headers() -> str | None:

@@ -1,9 +1,9 @@
-"""``POST /v1/chat/completions``: the engine's answer as SSE or JSON, with OLP's headers."""
+"""The chat views' answers (``/v1/chat/completions``, ``/v1/messages``): the engine's answer as
+SSE or JSON in the request's dialect (:mod:`._dialect`), with OLP's headers."""
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from urllib.parse import quote
@@ -23,9 +23,9 @@ from olp.engine import (
     detail_header,
 )
 from olp.ir import ChatRequest
-from olp.ir.openai import CompletionBuilder, completion_id
 
 from ._chat_stream import ChatStream, PendingAnswer
+from ._dialect import OPENAI, Dialect
 from ._errors import ApiError, chain_error
 
 log = logging.getLogger("olp.http")
@@ -107,7 +107,8 @@ def _public() -> bool:
 
 async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
                  policy: HeaderPolicy, *, heartbeat_s: float = 0.0,
-                 background: trio.Nursery | None = None) -> Response:
+                 background: trio.Nursery | None = None,
+                 dialect: Dialect = OPENAI) -> Response:
     """The answer as SSE, returned once its first content is in hand (so a failure before
     that is still a status; raises :class:`ChainFailed` or ``UnknownModel``).
 
@@ -116,12 +117,14 @@ async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
     it does (see :mod:`._chat_stream`).
     """
     if heartbeat_s <= 0 or background is None:
-        return _answer_response(chat, await engine.open(chat, context), policy, None)
+        return _answer_response(chat, await engine.open(chat, context), policy, None,
+                                dialect)
     pending = PendingAnswer(engine, chat, context)
     background.start_soon(pending.run)
     try:
         with trio.move_on_after(heartbeat_s):
-            return _answer_response(chat, await pending.result(), policy, heartbeat_s)
+            return _answer_response(chat, await pending.result(), policy, heartbeat_s,
+                                    dialect)
     except BaseException:
         pending.cancel()
         raise
@@ -129,15 +132,17 @@ async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
                "X-OLP-Heartbeat": "true",
                "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
     return _sse_response(ChatStream(chat, pending, _stream_logger(chat, None),
-                                    heartbeat_s=heartbeat_s, public_errors=_public()), headers)
+                                    heartbeat_s=heartbeat_s, public_errors=_public(),
+                                    dialect=dialect), headers)
 
 
 def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
-                     heartbeat_s: float | None) -> Response:
+                     heartbeat_s: float | None, dialect: Dialect) -> Response:
     headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
                                          answer.ignored_params, policy, answer.cache)}
     return _sse_response(ChatStream(chat, answer, _stream_logger(chat, answer),
-                                    heartbeat_s=heartbeat_s, public_errors=_public()), headers)
+                                    heartbeat_s=heartbeat_s, public_errors=_public(),
+                                    dialect=dialect), headers)
 
 
 def _sse_response(body: ChatStream, headers: dict[str, str]) -> Response:
@@ -157,17 +162,16 @@ def _stream_logger(chat: ChatRequest, answer: Answer | None) -> Callable[[str], 
     return on_end
 
 
-def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy) -> Response:
-    builder = CompletionBuilder(id=completion_id(), created=int(time.time()), model=done.model)
-    for event in done.events:
-        builder.add(event)
+def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
+             dialect: Dialect = OPENAI) -> Response:
+    body = dialect.complete(done.events, done.model)
     headers = _headers(chat, done.hop, done.index, done.records, done.ignored_params, policy,
                        done.cache)
     if done.truncated:
         headers["X-OLP-Truncated"] = "true"
     log_request(chat, done.hop.provider, done.model, 200, "truncated" if done.truncated
                 else "ok")
-    return Response(builder.body(), status=200, content_type="application/json",
+    return Response(body, status=200, content_type="application/json",
                     headers=headers)
 
 

@@ -15,15 +15,15 @@ an ``error`` event (``server_shutting_down``) and a complete body, and logs ``"s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import trio
 
 from olp.engine import Answer, ChainFailed, Engine, RequestContext
 from olp.ir import ChatRequest, Error, Event, Stop, TextDelta, ToolCallDelta, Usage
-from olp.ir.openai import DONE, ChunkEncoder, completion_id
+from olp.ir.openai import ChunkEncoder
 
+from ._dialect import OPENAI, Dialect, StreamWriter, WireError
 from ._errors import chain_error_frame, stream_error_frame
 from ._stopping import SHUTDOWN_ERROR, STOPPING
 
@@ -84,19 +84,23 @@ class ChatStream:
     :class:`~._stopping.Stopping`, read from :data:`STOPPING` when the stream is made).
     With ``heartbeat_s``, a ``: keepalive`` comment is sent after that much silence.
     ``public_errors`` (a key that is not the owner's): error events carry no upstream text.
+    ``dialect`` writes the frames (OpenAI's chunks, or Anthropic's events; see
+    :mod:`._dialect`): the rules above are the same for every dialect.
     """
 
     OnEnd = Callable[[str], None]
 
     def __init__(self, chat: ChatRequest, answer: Answer | PendingAnswer, on_end: OnEnd, *,
-                 heartbeat_s: float | None = None, public_errors: bool = False) -> None:
+                 heartbeat_s: float | None = None, public_errors: bool = False,
+                 dialect: Dialect = OPENAI) -> None:
         self._chat = chat
+        self._dialect = dialect
         self._public = public_errors
         self._on_end = on_end
         self._heartbeat_s = heartbeat_s
         self._pending: PendingAnswer | None = None
         self._answer: Answer | None = None
-        self._enc: ChunkEncoder | None = None
+        self._enc: StreamWriter | None = None
         self._usage: Usage | None = None
         self._committed = False  # a pending answer's first keep-alive has gone out
         self._started = False  # the role delta has gone out
@@ -137,7 +141,7 @@ class ChatStream:
         if self._pending is not None:
             self._pending.cancel()
         self._end("shutdown")
-        return SHUTDOWN_ERROR.frame()
+        return self._error_frame(SHUTDOWN_ERROR)
 
     async def _wait_for_answer(self) -> bytes | None:
         """A keep-alive while the chain is still choosing a hop, or its error as an event;
@@ -152,14 +156,18 @@ class ChatStream:
             except ChainFailed as exc:
                 failure = chain_error_frame(self._chat, exc, public=self._public)
                 self._end(failure.log_code)
-                return failure.error.frame()
+                return self._error_frame(failure.error)
             return None
         return KEEPALIVE
 
+    def _error_frame(self, error: WireError) -> bytes:
+        """An error event of this dialect, whether or not the answer opened."""
+        enc = self._enc or self._dialect.writer(self._chat.model, include_usage=False)
+        return enc.error(error)
+
     def _open(self, answer: Answer) -> None:
         self._answer = answer
-        self._enc = ChunkEncoder(id=completion_id(), created=int(time.time()),
-                                 model=answer.model, include_usage=self._chat.include_usage)
+        self._enc = self._dialect.writer(answer.model, include_usage=self._chat.include_usage)
 
     async def _next_frame(self) -> bytes:
         answer, enc = self._answer, self._enc
@@ -167,7 +175,7 @@ class ChatStream:
         out = bytearray()
         if not self._started:
             self._started = True
-            out += enc.role()
+            out += enc.begin()
         while True:
             if self._heartbeat_s is None or out:
                 event = await answer.__anext__()
@@ -190,10 +198,7 @@ class ChatStream:
                 case Usage():
                     self._usage = event
                 case Stop(finish_reason=reason):
-                    out += enc.finish(reason)
-                    if self._usage is not None and enc.include_usage:
-                        out += enc.usage(self._usage)
-                    out += DONE
+                    out += enc.finish(reason, self._usage)
                     self._end("ok")
                     return bytes(out)
                 case Error():

@@ -19,6 +19,8 @@ from olp.failures import Code
 from olp.ir import Category, ChatRequest, Error
 from olp.ir.openai import ChunkEncoder, error_body
 
+from ._dialect import StreamWriter
+
 log = logging.getLogger("olp.http")
 
 #: What a key that is not the owner's is told of a hop's failure, by category.
@@ -131,13 +133,13 @@ def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) ->
                                headers=headers), hop, Code.ALL_HOPS_COOLING, message)
 
 
-def stream_error_frame(enc: ChunkEncoder, error: Error, *, public: bool) -> bytes:
+def stream_error_frame(enc: StreamWriter, error: Error, *, public: bool) -> bytes:
     """The in-stream ``error`` event for a hop that failed after its first content; logs the
     hop's own message (which a ``public`` client does not get)."""
     log.info("stream failed", extra={"event": "stream_error", "code": error.code,
                                      "category": error.category, "error": error.message})
     message = public_message(error) if public else error.message
-    return enc.error(message=message, type="api_error", code=error.code.lower())
+    return enc.error(ApiError(502, message, "api_error", error.code.lower()))
 
 
 def chain_error_frame(chat: ChatRequest, exc: ChainFailed, *, public: bool) -> ChainError:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import anthropic
 import httpx
 import openai
 import trio
@@ -35,12 +36,20 @@ class Proxy:
     process: trio.Process
     logs: list[dict[str, Any]] = field(default_factory=list)
     token: str = OWNER_TOKEN
-    _clients: list[openai.OpenAI] = field(default_factory=list)
+    _clients: list[openai.OpenAI | anthropic.Anthropic] = field(default_factory=list)
 
     def client(self, token: str | None = None) -> openai.OpenAI:
         """An SDK client for this proxy (closed when the proxy stops)."""
         client = openai.OpenAI(base_url=f"{self.url}/v1", api_key=token or self.token,
                                max_retries=0, timeout=60)
+        self._clients.append(client)
+        return client
+
+    def anthropic_client(self, token: str | None = None) -> anthropic.Anthropic:
+        """An ``anthropic`` SDK client for this proxy's Messages dialect (closed when the
+        proxy stops)."""
+        client = anthropic.Anthropic(base_url=self.url, api_key=token or self.token,
+                                     max_retries=0, timeout=60)
         self._clients.append(client)
         return client
 

@@ -1,0 +1,171 @@
+"""The wire dialects the chat endpoints speak: one engine answer, written as OpenAI Chat
+Completions (``/v1/chat/completions``) or Anthropic Messages (``/v1/messages``).
+
+A :class:`Dialect` knows its bodies — a complete answer, an error — and makes a
+:class:`StreamWriter` per streamed answer. Everything else (auth, routing, the engine, the
+cache, OLP's headers, the first-chunk rule) is the same for every dialect. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Final, Protocol
+
+from olp.ir import Event, FinishReason, ToolCallDelta, Usage
+from olp.ir import anthropic as anthropic_wire
+from olp.ir.openai import DONE, ChunkEncoder, CompletionBuilder, completion_id, error_body
+
+
+class WireError(Protocol):
+    """What a dialect needs of an error (``ApiError`` has it)."""
+
+    status: int
+    message: str
+    type: str
+    code: str | None
+    param: str | None
+
+
+class StreamWriter(Protocol):
+    """The frames of one streamed answer. ``model`` may change until the first frame."""
+
+    model: str
+
+    def begin(self) -> bytes:
+        """What goes before the first content (OpenAI's role delta, Anthropic's
+        ``message_start``)."""
+        ...
+
+    def text(self, text: str) -> bytes: ...
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes: ...
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
+        """The clean end of the stream."""
+        ...
+
+    def error(self, error: WireError) -> bytes:
+        """The in-band error that ends a stream after it was committed (never a clean end)."""
+        ...
+
+
+class Dialect(Protocol):
+    @property
+    def name(self) -> str: ...
+
+    def error_body(self, error: WireError) -> bytes: ...
+
+    def complete(self, events: Iterable[Event], model: str) -> bytes:
+        """The JSON body of a complete (non-streamed) answer."""
+        ...
+
+    def writer(self, model: str, *, include_usage: bool) -> StreamWriter: ...
+
+
+class _OpenAIWriter:
+    def __init__(self, model: str, include_usage: bool) -> None:
+        self._enc = ChunkEncoder(id=completion_id(), created=int(time.time()), model=model,
+                                 include_usage=include_usage)
+
+    @property
+    def model(self) -> str:
+        return self._enc.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self._enc.model = value
+
+    def begin(self) -> bytes:
+        return self._enc.role()
+
+    def text(self, text: str) -> bytes:
+        return self._enc.text(text)
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes:
+        return self._enc.tool_call(delta)
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
+        out = self._enc.finish(reason)
+        if usage is not None:
+            out += self._enc.usage(usage)
+        return out + DONE
+
+    def error(self, error: WireError) -> bytes:
+        return ChunkEncoder.error(message=error.message, type=error.type, code=error.code,
+                                  param=error.param)
+
+
+class OpenAIChat:
+    """OpenAI Chat Completions: ``chat.completion`` bodies, ``chat.completion.chunk`` SSE
+    ending in ``[DONE]``, ``{"error": {...}}`` errors (in a stream too, with no ``[DONE]``)."""
+
+    name: Final = "openai"
+
+    def error_body(self, error: WireError) -> bytes:
+        return error_body(message=error.message, type=error.type, code=error.code,
+                          param=error.param)
+
+    def complete(self, events: Iterable[Event], model: str) -> bytes:
+        builder = CompletionBuilder(id=completion_id(), created=int(time.time()), model=model)
+        for event in events:
+            builder.add(event)
+        return builder.body()
+
+    def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
+        return _OpenAIWriter(model, include_usage)
+
+
+class _AnthropicWriter:
+    def __init__(self, model: str) -> None:
+        self._enc = anthropic_wire.MessageStreamEncoder(id=anthropic_wire.message_id(),
+                                                        model=model)
+
+    @property
+    def model(self) -> str:
+        return self._enc.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self._enc.model = value
+
+    def begin(self) -> bytes:
+        return self._enc.start()
+
+    def text(self, text: str) -> bytes:
+        return self._enc.text(text)
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes:
+        return self._enc.tool_call(delta)
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
+        return self._enc.finish(reason, usage)
+
+    def error(self, error: WireError) -> bytes:
+        return self._enc.error(type=anthropic_wire.error_type(error.status),
+                               message=error.message)
+
+
+class AnthropicMessages:
+    """Anthropic Messages: ``message`` bodies, the ``message_start`` … ``message_stop`` event
+    sequence, ``{"type": "error", "error": {"type", "message"}}`` errors (``event: error`` in
+    a stream). The error ``type`` follows the HTTP status, as Anthropic's API sets it."""
+
+    name: Final = "anthropic"
+
+    def error_body(self, error: WireError) -> bytes:
+        return anthropic_wire.error_body(type=anthropic_wire.error_type(error.status),
+                                         message=error.message)
+
+    def complete(self, events: Iterable[Event], model: str) -> bytes:
+        builder = anthropic_wire.MessageBuilder(id=anthropic_wire.message_id(), model=model)
+        for event in events:
+            builder.add(event)
+        return builder.body()
+
+    def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
+        return _AnthropicWriter(model)
+
+
+OPENAI: Final = OpenAIChat()
+ANTHROPIC: Final = AnthropicMessages()
