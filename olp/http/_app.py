@@ -1,5 +1,6 @@
 """The Quart-Trio application: OpenAI-compatible routes in front of the engine, and the
-Anthropic Messages dialect (``/v1/messages``) on the same engine (:mod:`._dialect`)."""
+Anthropic Messages (``/v1/messages``) and OpenAI Responses (``/v1/responses``) dialects on the
+same engine (:mod:`._dialect`)."""
 
 from __future__ import annotations
 
@@ -23,9 +24,10 @@ from olp.engine import ChainFailed, Engine, UnknownModel, UnusableChain
 from olp.ir import ChatRequest, ImagePart, TextPart
 from olp.ir.anthropic import decode_messages_request
 from olp.ir.openai import InvalidRequest, decode_chat_request
+from olp.ir.responses import decode_responses_request
 
 from . import _chat
-from ._dialect import ANTHROPIC, OPENAI, Dialect
+from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect
 from ._errors import ApiError
 
 log = logging.getLogger("olp.http")
@@ -225,6 +227,12 @@ def create_app(services: Services) -> QuartTrio:
         """Anthropic Messages (``anthropic-version`` and ``anthropic-beta`` are accepted and
         change nothing)."""
         return await _answer(decode_messages_request, ANTHROPIC)
+
+    @app.post("/v1/responses")
+    async def responses() -> Response:
+        """OpenAI Responses. OLP keeps no responses: ``previous_response_id`` is a 400 and
+        ``store`` changes nothing (docs/adr/0015)."""
+        return await _answer(decode_responses_request, RESPONSES)
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens() -> Response:

@@ -1,5 +1,6 @@
 """The wire dialects the chat endpoints speak: one engine answer, written as OpenAI Chat
-Completions (``/v1/chat/completions``) or Anthropic Messages (``/v1/messages``).
+Completions (``/v1/chat/completions``), Anthropic Messages (``/v1/messages``) or OpenAI
+Responses (``/v1/responses``).
 
 A :class:`Dialect` knows its bodies — a complete answer, an error — and makes a
 :class:`StreamWriter` per streamed answer. Everything else (auth, routing, the engine, the
@@ -14,6 +15,7 @@ from typing import Final, Protocol
 
 from olp.ir import Event, FinishReason, ToolCallDelta, Usage
 from olp.ir import anthropic as anthropic_wire
+from olp.ir import responses as responses_wire
 from olp.ir.openai import DONE, ChunkEncoder, CompletionBuilder, completion_id, error_body
 
 
@@ -167,5 +169,55 @@ class AnthropicMessages:
         return _AnthropicWriter(model)
 
 
+class _ResponsesWriter:
+    def __init__(self, model: str) -> None:
+        self._enc = responses_wire.ResponseStreamEncoder(id=responses_wire.response_id(),
+                                                         model=model)
+
+    @property
+    def model(self) -> str:
+        return self._enc.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self._enc.model = value
+
+    def begin(self) -> bytes:
+        return self._enc.start()
+
+    def text(self, text: str) -> bytes:
+        return self._enc.text(text)
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes:
+        return self._enc.tool_call(delta)
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
+        return self._enc.finish(reason, usage)
+
+    def error(self, error: WireError) -> bytes:
+        return self._enc.error(code=error.code, message=error.message)
+
+
+class OpenAIResponses:
+    """OpenAI Responses: ``response`` objects, the ``response.created`` …
+    ``response.completed`` event sequence (``error`` and ``response.failed`` for a failure
+    after content), and OpenAI's ``{"error": {...}}`` error bodies."""
+
+    name: Final = "responses"
+
+    def error_body(self, error: WireError) -> bytes:
+        return OPENAI.error_body(error)
+
+    def complete(self, events: Iterable[Event], model: str) -> bytes:
+        builder = responses_wire.ResponseBuilder(id=responses_wire.response_id(), model=model)
+        for event in events:
+            builder.add(event)
+        return builder.body()
+
+    def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
+        return _ResponsesWriter(model)
+
+
 OPENAI: Final = OpenAIChat()
 ANTHROPIC: Final = AnthropicMessages()
+RESPONSES: Final = OpenAIResponses()

@@ -1,0 +1,229 @@
+"""Encoding IR events as OpenAI Responses: a ``response`` object, or its SSE event sequence.
+
+Output items in order: the assistant ``message`` (one ``output_text`` part) when there is text,
+then one ``function_call`` item per call. Stream: ``response.created``,
+``response.in_progress``; per item ``response.output_item.added``, for text
+``response.content_part.added`` → ``response.output_text.delta``… → ``response.output_text.done``
+→ ``response.content_part.done``, for a call ``response.function_call_arguments.delta``… →
+``response.function_call_arguments.done``; ``response.output_item.done``; then
+``response.completed`` with the whole response. A failure after content is an ``error`` event
+and ``response.failed``, never ``response.completed``. Every event carries ``sequence_number``.
+A ``length`` finish is ``status: "incomplete"`` (``max_output_tokens``). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import Any, Final
+
+import msgspec
+
+from ._events import Event, FinishReason, Start, Stop, TextDelta, ToolCallDelta, Usage
+
+_ENCODER: Final = msgspec.json.Encoder()
+
+
+def response_id() -> str:
+    """A fresh response id, ``resp_`` and 24 random hex digits."""
+    return "resp_" + secrets.token_hex(12)
+
+
+def _item_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(12)}"
+
+
+def _usage(u: Usage | None) -> dict[str, Any] | None:
+    if u is None:
+        return None
+    return {"input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": u.completion_tokens,
+            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": u.total_tokens}
+
+
+class _Call:
+    __slots__ = ("item_id", "call_id", "name", "arguments", "output_index")
+
+    def __init__(self, call_id: str | None, name: str | None, output_index: int) -> None:
+        self.item_id = _item_id("fc")
+        self.call_id = call_id or _item_id("call")
+        self.name = name or ""
+        self.arguments: list[str] = []
+        self.output_index = output_index
+
+    def item(self, status: str) -> dict[str, Any]:
+        return {"id": self.item_id, "type": "function_call", "status": status,
+                "call_id": self.call_id, "name": self.name,
+                "arguments": "".join(self.arguments) if status == "completed" else ""}
+
+
+class _Answer:
+    """What one job said, in output-item order (shared by the body and the stream)."""
+
+    def __init__(self, *, id: str, model: str) -> None:
+        self.id = id
+        self.model = model
+        self.created_at = int(time.time())
+        self.message_id = _item_id("msg")
+        self.text: list[str] = []
+        self.message_index: int | None = None  # the message's output index, once it has text
+        self.calls: dict[int, _Call] = {}  # IR index -> call
+        self.items = 0
+        self.usage: Usage | None = None
+        self.finish: FinishReason = "stop"
+
+    def message_item(self, status: str) -> dict[str, Any]:
+        text = "".join(self.text) if status == "completed" else ""
+        content = [{"type": "output_text", "text": text, "annotations": []}] \
+            if status == "completed" else []
+        return {"id": self.message_id, "type": "message", "status": status,
+                "role": "assistant", "content": content}
+
+    def output(self) -> list[dict[str, Any]]:
+        items: list[tuple[int, dict[str, Any]]] = []
+        if self.message_index is not None:
+            items.append((self.message_index, self.message_item("completed")))
+        items += [(c.output_index, c.item("completed")) for c in self.calls.values()]
+        return [item for _, item in sorted(items, key=lambda pair: pair[0])]
+
+    def response(self, status: str, *, error: dict[str, str] | None = None) -> dict[str, Any]:
+        incomplete = status == "completed" and self.finish == "length"
+        return {
+            "id": self.id, "object": "response", "created_at": self.created_at,
+            "status": "incomplete" if incomplete else status,
+            "error": error,
+            "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
+            "model": self.model,
+            "output": self.output() if status != "in_progress" else [],
+            "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
+            "usage": _usage(self.usage) if status != "in_progress" else None,
+        }
+
+
+class ResponseBuilder:
+    """Accumulates one job's events into a non-streamed ``response`` body."""
+
+    def __init__(self, *, id: str, model: str) -> None:
+        self._answer = _Answer(id=id, model=model)
+
+    def add(self, event: Event) -> None:
+        a = self._answer
+        match event:
+            case TextDelta(text=text):
+                if a.message_index is None:
+                    a.message_index, a.items = a.items, a.items + 1
+                a.text.append(text)
+            case ToolCallDelta():
+                call = a.calls.get(event.index)
+                if call is None:
+                    call = a.calls[event.index] = _Call(event.id, event.name, a.items)
+                    a.items += 1
+                call.arguments.append(event.arguments)
+            case Usage():
+                a.usage = event
+            case Stop(finish_reason=reason):
+                a.finish = reason
+            case Start(model=model):
+                a.model = model
+            case _:
+                pass
+
+    def body(self) -> bytes:
+        return _ENCODER.encode(self._answer.response("completed"))
+
+
+class ResponseStreamEncoder:
+    """SSE frames for one streamed response; every method returns whole frames."""
+
+    def __init__(self, *, id: str, model: str) -> None:
+        self._answer = _Answer(id=id, model=model)
+        self._sequence = 0
+        self._open: int | None = None  # the IR index of the open call, or -1 for the message
+
+    @property
+    def model(self) -> str:
+        return self._answer.model
+
+    @model.setter
+    def model(self, value: str) -> None:
+        self._answer.model = value
+
+    def _frame(self, type: str, **fields: Any) -> bytes:
+        data = {"type": type, "sequence_number": self._sequence, **fields}
+        self._sequence += 1
+        return b"event: " + type.encode() + b"\ndata: " + _ENCODER.encode(data) + b"\n\n"
+
+    def start(self) -> bytes:
+        return (self._frame("response.created", response=self._answer.response("in_progress"))
+                + self._frame("response.in_progress",
+                              response=self._answer.response("in_progress")))
+
+    def _close(self) -> bytes:
+        a, open_ = self._answer, self._open
+        self._open = None
+        if open_ is None:
+            return b""
+        if open_ == -1:
+            assert a.message_index is not None
+            text = "".join(a.text)
+            part = {"type": "output_text", "text": text, "annotations": []}
+            where = {"item_id": a.message_id, "output_index": a.message_index}
+            return (self._frame("response.output_text.done", **where, content_index=0,
+                                text=text)
+                    + self._frame("response.content_part.done", **where, content_index=0,
+                                  part=part)
+                    + self._frame("response.output_item.done", output_index=a.message_index,
+                                  item=a.message_item("completed")))
+        call = a.calls[open_]
+        return (self._frame("response.function_call_arguments.done", item_id=call.item_id,
+                            output_index=call.output_index, arguments="".join(call.arguments))
+                + self._frame("response.output_item.done", output_index=call.output_index,
+                              item=call.item("completed")))
+
+    def text(self, text: str) -> bytes:
+        a = self._answer
+        out = b""
+        if self._open != -1:
+            out = self._close()
+            if a.message_index is None:
+                a.message_index, a.items = a.items, a.items + 1
+                out += self._frame("response.output_item.added", output_index=a.message_index,
+                                   item=a.message_item("in_progress"))
+                out += self._frame("response.content_part.added", item_id=a.message_id,
+                                   output_index=a.message_index, content_index=0,
+                                   part={"type": "output_text", "text": "", "annotations": []})
+            self._open = -1
+        a.text.append(text)
+        return out + self._frame("response.output_text.delta", item_id=a.message_id,
+                                 output_index=a.message_index, content_index=0, delta=text)
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes:
+        a = self._answer
+        out = b""
+        if self._open != delta.index:
+            out = self._close()
+            call = a.calls.get(delta.index)
+            if call is None:
+                call = a.calls[delta.index] = _Call(delta.id, delta.name, a.items)
+                a.items += 1
+                out += self._frame("response.output_item.added",
+                                   output_index=call.output_index, item=call.item("in_progress"))
+            self._open = delta.index
+        call = a.calls[delta.index]
+        if delta.arguments:
+            call.arguments.append(delta.arguments)
+            out += self._frame("response.function_call_arguments.delta", item_id=call.item_id,
+                               output_index=call.output_index, delta=delta.arguments)
+        return out
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
+        self._answer.finish, self._answer.usage = reason, usage
+        return self._close() + self._frame("response.completed",
+                                           response=self._answer.response("completed"))
+
+    def error(self, *, code: str | None, message: str) -> bytes:
+        """An ``error`` event and ``response.failed``: the stream ends without success."""
+        error = {"code": code or "server_error", "message": message}
+        return (self._frame("error", code=error["code"], message=message, param=None)
+                + self._frame("response.failed", response=self._answer.response(
+                    "failed", error=error)))

@@ -1,0 +1,115 @@
+"""The OpenAI Responses request codec (``olp.ir.responses``): bodies into the one IR."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from olp.ir import (
+    ImagePart,
+    Message,
+    Stop,
+    TextDelta,
+    TextPart,
+    ToolCall,
+    ToolCallDelta,
+    ToolSpec,
+    Usage,
+)
+from olp.ir.responses import InvalidRequest, ResponseBuilder, decode_responses_request
+
+
+def decode(**body: Any) -> Any:
+    return decode_responses_request(json.dumps({"model": "gpt-5.5", "input": "hi",
+                                                **body}).encode())
+
+
+def test_items_map_onto_the_ir() -> None:
+    req = decode(instructions="Be terse.", input=[
+        {"role": "developer", "content": "Use metric units."},
+        {"role": "user", "content": [
+            {"type": "input_text", "text": "Weather here?"},
+            {"type": "input_image", "image_url": "data:image/png;base64,AA"}]},
+        {"type": "reasoning", "summary": []},
+        {"type": "message", "role": "assistant",
+         "content": [{"type": "output_text", "text": "Checking."}]},
+        {"type": "function_call", "call_id": "c1", "name": "get_weather",
+         "arguments": '{"city": "Paris"}'},
+        {"type": "function_call_output", "call_id": "c1", "output": "18 C"},
+    ], tools=[{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+        tool_choice={"type": "function", "name": "get_weather"}, parallel_tool_calls=False,
+        text={"format": {"type": "json_schema", "name": "w", "schema": {"type": "object"},
+                         "strict": True}},
+        max_output_tokens=50, temperature=0.3, store=False, stream=True)
+    assert req.messages == (
+        Message(role="system", content=(TextPart(text="Be terse."),)),
+        Message(role="developer", content=(TextPart(text="Use metric units."),)),
+        Message(role="user", content=(TextPart(text="Weather here?"),
+                                      ImagePart(url="data:image/png;base64,AA"))),
+        Message(role="assistant", content=(TextPart(text="Checking."),),
+                tool_calls=(ToolCall(id="c1", name="get_weather",
+                                     arguments='{"city": "Paris"}'),)),
+        Message(role="tool", content=(TextPart(text="18 C"),), tool_call_id="c1"),
+    )
+    assert req.tools == (ToolSpec(name="get_weather", parameters={"type": "object"}),)
+    assert req.tool_choice == {"type": "function", "function": {"name": "get_weather"}}
+    assert req.parallel_tool_calls is False
+    assert req.response_format == {"type": "json_schema", "json_schema": {
+        "name": "w", "schema": {"type": "object"}, "strict": True}}
+    assert (req.max_tokens, req.temperature, req.stream, req.include_usage) == (50, 0.3, True,
+                                                                                True)
+
+
+@pytest.mark.parametrize(("body", "param"), [
+    ({"previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"input": []}, "input"),
+    ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
+    ({"input": [{"type": "computer_call"}]}, "input[0].type"),
+    ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
+    ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
+     "input[0].content[0].type"),
+    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
+    ({"tools": [{"type": "function", "name": "a b"}]}, "tools[0].name"),
+    ({"tool_choice": "sometimes"}, "tool_choice"),
+    ({"tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name"),
+    ({"text": {"format": {"type": "json_schema", "name": "x"}}}, "text.format.schema"),
+    ({"max_output_tokens": 0}, "max_output_tokens"),
+    ({"input": "  "}, "messages[0].content"),
+])
+def test_bad_bodies_name_the_field(body: dict[str, Any], param: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        decode(**body)
+    assert info.value.param == param
+
+
+def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    keys = st.sampled_from(["model", "input", "role", "content", "type", "text", "tools",
+                            "name", "call_id", "output", "arguments", "format"])
+    return st.lists(inner, max_size=3) | st.dictionaries(keys | st.text(max_size=4), inner,
+                                                          max_size=5)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+                    _containers, max_leaves=20))
+def test_any_json_decodes_or_is_a_clear_400(value: Any) -> None:
+    try:
+        decode_responses_request(json.dumps(value).encode())
+    except InvalidRequest as exc:
+        assert exc.message
+
+
+def test_a_length_finish_is_an_incomplete_response() -> None:
+    builder = ResponseBuilder(id="resp_1", model="m")
+    for event in (TextDelta(text="cut"), ToolCallDelta(index=0, id="c", name="f", arguments="{}"),
+                  Usage(prompt_tokens=3, completion_tokens=4), Stop(finish_reason="length")):
+        builder.add(event)
+    body = json.loads(builder.body())
+    assert body["status"] == "incomplete"
+    assert body["incomplete_details"] == {"reason": "max_output_tokens"}
+    assert [i["type"] for i in body["output"]] == ["message", "function_call"]
+    assert body["output"][1]["arguments"] == "{}" and body["output"][1]["call_id"] == "c"
+    assert body["usage"]["total_tokens"] == 7
