@@ -423,11 +423,11 @@ def missing_capabilities(hop: Hop, request: ChatRequest) -> list[str]:
 
 def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
     """Request parameters this hop cannot honour and answers without (named in
-    ``X-OLP-Ignored-Params``)."""
+    ``X-OLP-Ignored-Params``), then what the request's dialect could not carry at all."""
     ignored = [] if hop.capabilities.sampling_params else list(request.sampling_params_set())
     if hop.unsupported == "ignore" and request.tools and not hop.capabilities.tools:
         ignored += ["tools", "tool_choice"] if request.tool_choice is not None else ["tools"]
-    return tuple(ignored)
+    return (*ignored, *request.dropped)
 
 
 def request_hash(request: ChatRequest) -> str:

@@ -77,6 +77,10 @@ class ChatRequest(_IR, frozen=True):
     parallel_tool_calls: bool | None = None  # None: not sent (OpenAI's default allows several)
     response_format: dict[str, Any] | None = None
     user: str | None = None
+    #: What the client sent that the dialect could not carry to any hop (named in
+    #: ``X-OLP-Ignored-Params``): a Responses request's tools that are not functions, say
+    #: ``tools.apply_patch`` (codex's freeform tool) or ``tools.web_search``.
+    dropped: tuple[str, ...] = ()
 
     def sampling_params_set(self) -> tuple[str, ...]:
         """Names of the sampling parameters the client set (CLI hops ignore these, loudly)."""

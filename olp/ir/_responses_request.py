@@ -5,7 +5,10 @@
   ``input_text`` / ``output_text`` / ``input_image`` parts), ``function_call`` items (joined
   onto the assistant turn before them, or a turn of their own) and ``function_call_output``
   items (a ``tool`` message each); ``reasoning`` items are dropped;
-- function ``tools`` (other tool types are refused), ``tool_choice`` (``auto``, ``none``,
+- function ``tools``; every other tool type (``custom`` freeform tools such as codex's
+  ``apply_patch``, ``tool_search``, ``web_search``, ``file_search``, …) is dropped and named in
+  ``ChatRequest.dropped`` (so in ``X-OLP-Ignored-Params``): no hop can run a server tool, and
+  a freeform call has no function shape to come back in; ``tool_choice`` (``auto``, ``none``,
   ``required``, ``{"type": "function", "name"}``), ``parallel_tool_calls``;
 - ``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``/``schema``/
   ``strict``) → the IR's ``response_format`` in Chat Completions' shape;
@@ -127,7 +130,9 @@ def _convert(w: _Request) -> ChatRequest:
     require_prompt(turns)
     system = (Message(role="system", content=(TextPart(text=w.instructions),)),) \
         if w.instructions else ()
-    tools = tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ()))
+    tools = tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ())
+                  if t.type == "function")
+    dropped = tuple(f"tools.{t.name or t.type}" for t in w.tools or () if t.type != "function")
     return ChatRequest(
         model=w.model,
         messages=(*system, *turns),
@@ -141,6 +146,7 @@ def _convert(w: _Request) -> ChatRequest:
         parallel_tool_calls=w.parallel_tool_calls,
         response_format=_format(w.text.format if w.text is not None else None),
         user=w.user,
+        dropped=dropped,
     )
 
 
@@ -204,8 +210,6 @@ def _parts(at: str, content: str | list[_Part] | None) -> tuple[Part, ...]:
 
 
 def _tool(at: str, t: _Tool) -> ToolSpec:
-    if t.type != "function":
-        raise invalid(f"{at}.type", f"only function tools are served here, not {t.type!r}.")
     if not t.name or not TOOL_NAME.fullmatch(t.name):
         raise invalid(f"{at}.name", "must be 1 to 64 letters, digits, underscores or dashes.")
     return ToolSpec(name=t.name, description=t.description, parameters=t.parameters)

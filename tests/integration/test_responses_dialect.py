@@ -115,21 +115,24 @@ async def test_a_failure_after_content_is_never_a_completed_response(tmp_path: P
     assert events[-1].response.status == "failed"
 
 
-async def test_refused_parameters_are_clear_400s(tmp_path: Path) -> None:
+async def test_refused_and_dropped_parameters_are_said(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with run_proxy(tmp_path / "home", config(tmp_path)) as proxy:
-            def errors() -> list[openai.APIStatusError]:
-                out = []
-                for extra in ({"previous_response_id": "resp_1"},
-                              {"tools": [{"type": "web_search"}]}):
-                    try:
-                        proxy.client().responses.create(model=MODEL, input="x",
-                                                        **extra)  # type: ignore[arg-type]
-                    except openai.APIStatusError as exc:
-                        out.append(exc)
-                return out
+            def calls() -> tuple[openai.APIStatusError | None, Any]:
+                refused = None
+                try:
+                    proxy.client().responses.create(model=MODEL, input="x",
+                                                    previous_response_id="resp_1")
+                except openai.APIStatusError as exc:
+                    refused = exc
+                dropped = proxy.client().responses.with_raw_response.create(
+                    model=MODEL, input="Say hello.",
+                    tools=[{"type": "web_search"}])  # type: ignore[list-item]
+                return refused, dropped
 
-            previous, web = await in_thread(errors)
-    assert previous.status_code == 400
-    assert previous.body["param"] == "previous_response_id"  # type: ignore[index]
-    assert web.status_code == 400 and web.body["param"] == "tools[0].type"  # type: ignore
+            refused, dropped = await in_thread(calls)
+    assert refused is not None and refused.status_code == 400
+    assert refused.body["param"] == "previous_response_id"  # type: ignore[index]
+    # A server tool no hop can run is dropped, and said so; the answer is as without it.
+    assert "tools.web_search" in dropped.headers["x-olp-ignored-params"].split(",")
+    assert dropped.parse().output_text == "Hello from the mock upstream."

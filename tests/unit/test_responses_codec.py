@@ -72,7 +72,6 @@ def test_items_map_onto_the_ir() -> None:
     ({"input": [{"type": "function_call_output", "output": "x"}]}, "input[0].call_id"),
     ({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]},
      "input[0].content[0].type"),
-    ({"tools": [{"type": "web_search"}]}, "tools[0].type"),
     ({"tools": [{"type": "function", "name": "a b"}]}, "tools[0].name"),
     ({"tool_choice": "sometimes"}, "tool_choice"),
     ({"tool_choice": {"type": "function", "name": "nope"}}, "tool_choice.name"),
@@ -84,6 +83,15 @@ def test_bad_bodies_name_the_field(body: dict[str, Any], param: str) -> None:
     with pytest.raises(InvalidRequest) as info:
         decode(**body)
     assert info.value.param == param
+
+
+def test_tools_that_are_not_functions_are_dropped_and_named() -> None:
+    req = decode(tools=[
+        {"type": "function", "name": "exec_command", "parameters": {"type": "object"}},
+        {"type": "custom", "name": "apply_patch", "format": {"type": "grammar"}},
+        {"type": "tool_search", "execution": "client"}, {"type": "web_search"}])
+    assert [t.name for t in req.tools] == ["exec_command"]
+    assert req.dropped == ("tools.apply_patch", "tools.tool_search", "tools.web_search")
 
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
