@@ -7,12 +7,14 @@ exists for (its long instructions, its developer messages, its own tools)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 from mock_anthropic import serve_mock
+from mock_anthropic._weather import RESULT_PREFIX
 from olp_harness import descendants, real_cli, run_proxy, wait_until
 from test_proxy_real_claude import config
 
@@ -72,3 +74,44 @@ async def test_codex_is_answered_by_claude_through_olp(tmp_path: Path,
     offered = {t["name"] for r in mock.requests for t in r["body"].get("tools") or []}
     assert "mcp__olp__exec_command" in offered
     assert not {n for n in offered if not n.startswith("mcp__olp__")}
+
+
+async def test_a_call_of_codexs_own_tool_comes_back_to_codex_and_its_result_goes_on(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """The model behind claude calls codex's ``exec_command``: the call comes back to codex as
+    a Responses ``function_call``, codex runs it (on its side, in its own sandbox), sends the
+    ``function_call_output``, and claude answers from it — a whole agent turn through OLP."""
+    claude, codex = real_cli("OLP_REAL_CLAUDE"), real_cli("OLP_REAL_CODEX")
+    with trio.fail_after(90):
+        mock = await nursery.start(lambda task_status: serve_mock(
+            scenario="success", tool_suffix="exec_command",
+            tool_input={"cmd": "echo olp-was-here"}, task_status=task_status))
+        cfg: dict[str, Any] = config(claude, mock)
+        cfg["routing"] = {"chains": {"gpt-5.5": [
+            {"provider": "anthropic", "model": "claude-sonnet-4-6", "metered": True}]}}
+        async with run_proxy(tmp_path / "home", cfg) as proxy:
+            home, work = tmp_path / "codex-home", tmp_path / "codex-work"
+            codex_home(home, proxy.url)
+            work.mkdir()
+            # codex is the test's own client here: it runs `echo` in its scratch directory
+            # without its sandbox (its helper cannot be installed under /tmp).
+            done = await trio.run_process(
+                [codex, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
+                 "--sandbox", "danger-full-access", "-m", "gpt-5.5", "-"],
+                stdin=b"Run the check.", env={"PATH": "/usr/bin:/bin", "HOME": str(home),
+                                              "OLP_KEY": proxy.token},
+                cwd=work, capture_stdout=True, capture_stderr=True, check=False)
+            assert await wait_until(lambda: not descendants(proxy.process.pid), within=10)
+    detail = done.stderr.decode(errors="replace")[-2000:] + done.stdout.decode(
+        errors="replace")[-3000:]
+    assert done.returncode == 0, detail
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith(b"{")]
+    messages = [e["item"]["text"] for e in lines if e.get("type") == "item.completed"
+                and e["item"].get("type") == "agent_message"]
+    assert messages and messages[-1].startswith(RESULT_PREFIX), detail
+    # Two upstream turns: the call, then the answer from codex's result (the command's output,
+    # which only codex running it could produce), rendered in claude's prompt. codex 0.171's
+    # --json prints no item for an exec_command run.
+    assert len(mock.requests) == 2
+    prompt = json.dumps(mock.requests[1]["body"]["messages"])
+    assert re.search(r"exec_command returned\][^\[]*olp-was-here", prompt), prompt[-3000:]

@@ -97,6 +97,8 @@ class Scenario:
     should_retry: bool | None = None
     command: str = "echo tool_attack"  # tool_attack: the shell command given to `Bash`
     path: str = "/etc/hostname"  # tool_attack: the file given to `Read`
+    tool_suffix: str = "get_weather"  # success: the weather model calls the tool ending so
+    tool_input: dict[str, Any] | None = None  # success: that call's input (else per city)
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -116,9 +118,11 @@ class Scenario:
             raise ValueError("status must be an HTTP status code")
         if self.should_retry is not None and not isinstance(self.should_retry, bool):
             raise ValueError("should_retry must be true, false or null")
-        for field in ("command", "path"):
+        for field in ("command", "path", "tool_suffix"):
             if not isinstance(getattr(self, field), str):
                 raise ValueError(f"{field} must be a string")
+        if self.tool_input is not None and not isinstance(self.tool_input, dict):
+            raise ValueError("tool_input must be an object or null")
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -290,7 +294,9 @@ class _Server:
                 await trio.sleep_forever()
             elif name == "tool_attack":
                 await self._tool_attack(ex, scenario, record, payload, message_id, request_id)
-            elif name == "success" and (weather := weather_blocks(payload, n)) is not None:
+            elif name == "success" and (weather := weather_blocks(
+                    payload, n, suffix=scenario.tool_suffix,
+                    tool_input=scenario.tool_input)) is not None:
                 record["weather"] = weather[1]
                 await self._blocks(ex, record, payload, weather[0], weather[1], message_id,
                                    request_id)

@@ -1,7 +1,8 @@
 """The mock's weather model: a well-behaved tool-using model for the tool-calling tests.
 
 In the ``success`` scenario, when the request offers a tool whose name ends with
-``get_weather`` (claude offers a client's tool as ``mcp__olp__get_weather``):
+``get_weather`` (claude offers a client's tool as ``mcp__olp__get_weather``; the scenario's
+``tool_suffix`` and ``tool_input`` options pick another tool and its input):
 
 - and the conversation holds no result for it yet, the answer is a short text preamble
   (:data:`PREAMBLE`) and one ``tool_use`` block per city the prompt names (two cities → two
@@ -19,17 +20,21 @@ from typing import Any
 PREAMBLE = "Let me check the weather."
 RESULT_PREFIX = "The weather tool said: "
 CITIES = ("Paris", "Oslo", "Tokyo", "London", "Berlin", "Lima")
-_RENDERED_RESULT = re.compile(r"\[[\w.-]*get_weather returned\] ?(.*)")
+SUFFIX = "get_weather"
 
 
-def weather_tool(payload: dict[str, Any]) -> str | None:
-    """The offered tool whose name ends with ``get_weather``, or None."""
+def _rendered_result(suffix: str) -> re.Pattern[str]:
+    return re.compile(r"\[[\w.-]*" + re.escape(suffix) + r" returned\] ?(.*)")
+
+
+def weather_tool(payload: dict[str, Any], suffix: str = SUFFIX) -> str | None:
+    """The offered tool whose name ends with ``suffix`` (``get_weather``), or None."""
     tools = payload.get("tools")
     if not isinstance(tools, list):
         return None
     for tool in tools:
         name = tool.get("name") if isinstance(tool, dict) else None
-        if isinstance(name, str) and name.endswith("get_weather"):
+        if isinstance(name, str) and name.endswith(suffix):
             return name
     return None
 
@@ -49,7 +54,7 @@ def _texts(payload: dict[str, Any]) -> list[str]:
     return out
 
 
-def results(payload: dict[str, Any]) -> list[str]:
+def results(payload: dict[str, Any], suffix: str = SUFFIX) -> list[str]:
     """The weather results the conversation holds: ``tool_result`` blocks and rendered ones."""
     found: list[str] = []
     for message in payload.get("messages") or ():
@@ -65,7 +70,7 @@ def results(payload: dict[str, Any]) -> list[str]:
                     found += [b["text"] for b in inner if isinstance(b, dict)
                               and isinstance(b.get("text"), str)]
     for text in _texts(payload):
-        found += [m.group(1).strip() for m in _RENDERED_RESULT.finditer(text)]
+        found += [m.group(1).strip() for m in _rendered_result(suffix).finditer(text)]
     return found
 
 
@@ -76,16 +81,22 @@ def cities(payload: dict[str, Any]) -> list[str]:
     return [c for _, c in named] or ["Paris"]
 
 
-def weather_blocks(payload: dict[str, Any], n: int) -> tuple[list[dict[str, Any]], str] | None:
+def weather_blocks(payload: dict[str, Any], n: int, *, suffix: str = SUFFIX,
+                   tool_input: dict[str, Any] | None = None,
+                   ) -> tuple[list[dict[str, Any]], str] | None:
     """``(content blocks, stop_reason)`` of the weather model's answer, or None when no
-    weather tool is offered. Tool-use ids are ``toolu_mock<n>_<i>``."""
-    tool = weather_tool(payload)
+    tool ending with ``suffix`` is offered. Tool-use ids are ``toolu_mock<n>_<i>``. With
+    ``tool_input`` (the scenario's option, e.g. to call a client's own ``exec_command``):
+    one call with that input instead of one ``{"city": ...}`` call per city."""
+    tool = weather_tool(payload, suffix)
     if tool is None:
         return None
-    seen = results(payload)
+    seen = results(payload, suffix)
     if seen:
         return [{"type": "text", "text": RESULT_PREFIX + " | ".join(seen)}], "end_turn"
+    inputs = [tool_input] if tool_input is not None else [
+        {"city": city} for city in cities(payload)]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": PREAMBLE}]
     blocks += [{"type": "tool_use", "id": f"toolu_mock{n:06d}_{i}", "name": tool,
-                "input": {"city": city}} for i, city in enumerate(cities(payload))]
+                "input": value} for i, value in enumerate(inputs)]
     return blocks, "tool_use"
