@@ -234,6 +234,14 @@ def create_app(services: Services) -> QuartTrio:
         ``store`` changes nothing (docs/adr/0015)."""
         return await _answer(decode_responses_request, RESPONSES)
 
+    @app.get("/v1/responses/<response_id>")
+    async def stored_response(response_id: str) -> Response:
+        """OLP keeps no responses (``store`` changes nothing), so none can be fetched."""
+        raise ApiError(404, f"No response with id '{response_id}': OLP does not store "
+                       "responses; keep the answer you were sent, and send the whole "
+                       "conversation in 'input' to continue it.", "invalid_request_error",
+                       "response_not_found")
+
     @app.post("/v1/messages/count_tokens")
     async def count_tokens() -> Response:
         """An estimate (no CLI has a tokenizer to ask): about four characters a token over

@@ -118,7 +118,7 @@ async def test_a_failure_after_content_is_never_a_completed_response(tmp_path: P
 async def test_refused_and_dropped_parameters_are_said(tmp_path: Path) -> None:
     with trio.fail_after(60):
         async with run_proxy(tmp_path / "home", config(tmp_path)) as proxy:
-            def calls() -> tuple[openai.APIStatusError | None, Any]:
+            def calls() -> tuple[openai.APIStatusError | None, Any, openai.NotFoundError]:
                 refused = None
                 try:
                     proxy.client().responses.create(model=MODEL, input="x",
@@ -128,11 +128,16 @@ async def test_refused_and_dropped_parameters_are_said(tmp_path: Path) -> None:
                 dropped = proxy.client().responses.with_raw_response.create(
                     model=MODEL, input="Say hello.",
                     tools=[{"type": "web_search"}])  # type: ignore[list-item]
-                return refused, dropped
+                try:
+                    proxy.client().responses.retrieve(dropped.parse().id)
+                except openai.NotFoundError as exc:
+                    return refused, dropped, exc
+                raise AssertionError("a response was stored")
 
-            refused, dropped = await in_thread(calls)
+            refused, dropped, not_stored = await in_thread(calls)
     assert refused is not None and refused.status_code == 400
     assert refused.body["param"] == "previous_response_id"  # type: ignore[index]
     # A server tool no hop can run is dropped, and said so; the answer is as without it.
     assert "tools.web_search" in dropped.headers["x-olp-ignored-params"].split(",")
     assert dropped.parse().output_text == "Hello from the mock upstream."
+    assert not_stored.body["code"] == "response_not_found"  # type: ignore[index]
