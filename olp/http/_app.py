@@ -27,7 +27,7 @@ from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
 
 from . import _chat
-from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect
+from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect, dialect_for_path
 from ._errors import ApiError
 
 log = logging.getLogger("olp.http")
@@ -93,7 +93,7 @@ def create_app(services: Services) -> QuartTrio:
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
         """In the dialect of the path asked for (Anthropic's shape under ``/v1/messages``)."""
-        return Response(_dialect_of_path().error_body(exc), status=exc.status,
+        return Response(dialect_for_path(request.path).error_body(exc), status=exc.status,
                         content_type=JSON, headers=dict(exc.headers))
 
     @app.errorhandler(HTTPException)
@@ -319,12 +319,6 @@ def estimate_tokens(chat: ChatRequest) -> int:
     chars += sum(len(t.name) + len(t.description or "") + len(json.dumps(t.parameters or {}))
                  for t in chat.tools)
     return max(1, -(-chars // 4)) + 1000 * images
-
-
-def _dialect_of_path() -> Dialect:
-    """Anthropic's shapes under ``/v1/messages``, OpenAI's everywhere else."""
-    path = request.path
-    return ANTHROPIC if path == "/v1/messages" or path.startswith("/v1/messages/") else OPENAI
 
 
 def _token_from_headers() -> str | None:

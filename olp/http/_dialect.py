@@ -221,3 +221,9 @@ class OpenAIResponses:
 OPENAI: Final = OpenAIChat()
 ANTHROPIC: Final = AnthropicMessages()
 RESPONSES: Final = OpenAIResponses()
+
+
+def dialect_for_path(path: str) -> Dialect:
+    """The dialect of an error answered on ``path``: Anthropic's under ``/v1/messages``,
+    OpenAI's everywhere else (the Responses dialect's errors are OpenAI's)."""
+    return ANTHROPIC if path == "/v1/messages" or path.startswith("/v1/messages/") else OPENAI

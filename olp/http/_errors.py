@@ -1,5 +1,6 @@
-"""OpenAI-shaped error responses: the status each failure category maps to, and how a chain
-in which no hop answered is reported (see ``docs/adr/0004-errors-and-served-model.md``).
+"""Error responses: the status each failure category maps to, and how a chain
+in which no hop answered is reported (see ``docs/adr/0004-errors-and-served-model.md``); the
+body is written in the dialect of the path asked for (``_dialect.py``).
 
 What a hop reported (CLI stderr, connection targets, exception text) is for the owner: a
 ``public`` error (any other key) says the category and a plain message instead, and the
@@ -17,7 +18,6 @@ from typing import Final
 from olp.engine import ChainFailed, Hop
 from olp.failures import Code
 from olp.ir import Category, ChatRequest, Error
-from olp.ir.openai import ChunkEncoder, error_body
 
 from ._dialect import StreamWriter
 
@@ -38,7 +38,8 @@ PLAIN: Final[Mapping[Category, str]] = {
 
 @dataclass(slots=True)
 class ApiError(Exception):
-    """Raised anywhere in a view to answer with an OpenAI error body and this status."""
+    """Raised anywhere in a view to answer with an error body of the path's dialect and this
+    status (``olp/http/_dialect.py`` writes it; in a stream, the dialect's error event)."""
 
     status: int
     message: str
@@ -46,15 +47,6 @@ class ApiError(Exception):
     code: str | None = None
     param: str | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
-
-    def body(self) -> bytes:
-        return error_body(message=self.message, type=self.type, code=self.code,
-                          param=self.param)
-
-    def frame(self) -> bytes:
-        """The same error as an in-stream SSE event, for after a 200 was committed."""
-        return ChunkEncoder.error(message=self.message, type=self.type, code=self.code,
-                                  param=self.param)
 
 
 def public_message(error: Error) -> str:

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from ._dialect import dialect_for_path
 from ._errors import ApiError
 
 log = logging.getLogger("olp.http")
@@ -110,7 +111,7 @@ def drain_aware(app: Any, stopping: Stopping) -> Any:
 
 
 async def _answer_shutting_down(scope: Any, send: Any) -> None:
-    body = SHUTDOWN_ERROR.body()
+    body = dialect_for_path(str(scope.get("path", ""))).error_body(SHUTDOWN_ERROR)
     await send({"type": "http.response.start", "status": SHUTDOWN_ERROR.status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode()),
