@@ -1,6 +1,6 @@
 """Encoding IR events as Anthropic Messages: a ``message`` body, or its SSE event sequence.
 
-Stream: ``message_start``, then per content block ``content_block_start`` →
+Stream: ``message_start`` and a ``ping``, then per content block ``content_block_start`` →
 ``content_block_delta`` (``text_delta`` / ``input_json_delta``) → ``content_block_stop``,
 then ``message_delta`` (``stop_reason``, ``usage``) and ``message_stop``; ``ping`` keeps an
 idle stream open; a failure after content is ``event: error``, never a clean ``message_stop``.
@@ -122,11 +122,12 @@ class MessageStreamEncoder:
         return b"event: " + name.encode() + b"\ndata: " + _ENCODER.encode(data) + b"\n\n"
 
     def start(self) -> bytes:
-        """``message_start`` (usage is known only at the end: it comes in ``message_delta``)."""
+        """``message_start`` (usage is known only at the end: it comes in ``message_delta``),
+        then a ``ping``, as Anthropic's API sends them."""
         return self._frame("message_start", {"type": "message_start", "message": {
             "id": self.id, "type": "message", "role": "assistant", "model": self.model,
             "content": [], "stop_reason": None, "stop_sequence": None,
-            "usage": _usage(None)}})
+            "usage": _usage(None)}}) + self.ping()
 
     def _close(self) -> bytes:
         if self._open is None:
