@@ -2,8 +2,8 @@
 
 Stream: ``message_start`` and a ``ping``, then per content block ``content_block_start`` →
 ``content_block_delta`` (``text_delta`` / ``input_json_delta``) → ``content_block_stop``,
-then ``message_delta`` (``stop_reason``, ``usage``) and ``message_stop``; ``ping`` keeps an
-idle stream open; a failure after content is ``event: error``, never a clean ``message_stop``.
+then ``message_delta`` (``stop_reason``, ``usage``) and ``message_stop``; a failure after
+content is ``event: error``, never a clean ``message_stop``.
 Finish reasons map ``stop`` → ``end_turn``, ``length`` → ``max_tokens``, ``tool_calls`` →
 ``tool_use``, ``content_filter`` → ``refusal``. Pure: no I/O.
 """
