@@ -10,8 +10,8 @@ cache, OLP's headers, the first-chunk rule) is the same for every dialect. Pure:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Final, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Protocol
 
 from olp.ir import Event, FinishReason, ToolCallDelta, Usage
 from olp.ir import anthropic as anthropic_wire
@@ -118,10 +118,27 @@ class OpenAIChat:
         return _OpenAIWriter(model, include_usage)
 
 
-class _AnthropicWriter:
-    def __init__(self, model: str) -> None:
-        self._enc = anthropic_wire.MessageStreamEncoder(id=anthropic_wire.message_id(),
-                                                        model=model)
+class _Encoder(Protocol):
+    """What the Messages and Responses stream encoders of ``olp.ir`` have in common."""
+
+    model: str
+
+    def begin(self) -> bytes: ...
+
+    def text(self, text: str) -> bytes: ...
+
+    def tool_call(self, delta: ToolCallDelta) -> bytes: ...
+
+    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes: ...
+
+
+class _EncoderWriter:
+    """A :class:`StreamWriter` over one of those encoders; ``error`` writes the dialect's
+    in-band error with it."""
+
+    def __init__(self, enc: _Encoder, error: Callable[[Any, WireError], bytes]) -> None:
+        self._enc = enc
+        self._error = error
 
     @property
     def model(self) -> str:
@@ -132,7 +149,7 @@ class _AnthropicWriter:
         self._enc.model = value
 
     def begin(self) -> bytes:
-        return self._enc.start()
+        return self._enc.begin()
 
     def text(self, text: str) -> bytes:
         return self._enc.text(text)
@@ -144,8 +161,7 @@ class _AnthropicWriter:
         return self._enc.finish(reason, usage)
 
     def error(self, error: WireError) -> bytes:
-        return self._enc.error(type=anthropic_wire.error_type(error.status),
-                               message=error.message)
+        return self._error(self._enc, error)
 
 
 class AnthropicMessages:
@@ -166,36 +182,9 @@ class AnthropicMessages:
         return builder.body()
 
     def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
-        return _AnthropicWriter(model)
-
-
-class _ResponsesWriter:
-    def __init__(self, model: str) -> None:
-        self._enc = responses_wire.ResponseStreamEncoder(id=responses_wire.response_id(),
-                                                         model=model)
-
-    @property
-    def model(self) -> str:
-        return self._enc.model
-
-    @model.setter
-    def model(self, value: str) -> None:
-        self._enc.model = value
-
-    def begin(self) -> bytes:
-        return self._enc.start()
-
-    def text(self, text: str) -> bytes:
-        return self._enc.text(text)
-
-    def tool_call(self, delta: ToolCallDelta) -> bytes:
-        return self._enc.tool_call(delta)
-
-    def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
-        return self._enc.finish(reason, usage)
-
-    def error(self, error: WireError) -> bytes:
-        return self._enc.error(code=error.code, message=error.message)
+        enc = anthropic_wire.MessageStreamEncoder(id=anthropic_wire.message_id(), model=model)
+        return _EncoderWriter(enc, lambda e, error: e.error(
+            type=anthropic_wire.error_type(error.status), message=error.message))
 
 
 class OpenAIResponses:
@@ -215,7 +204,9 @@ class OpenAIResponses:
         return builder.body()
 
     def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
-        return _ResponsesWriter(model)
+        enc = responses_wire.ResponseStreamEncoder(id=responses_wire.response_id(), model=model)
+        return _EncoderWriter(enc, lambda e, error: e.error(code=error.code,
+                                                            message=error.message))
 
 
 OPENAI: Final = OpenAIChat()

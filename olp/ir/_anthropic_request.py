@@ -32,7 +32,7 @@ from ._validation import (
     InvalidRequest,
     check_int,
     check_range,
-    from_validation_error,
+    decode_body,
     invalid,
     require_prompt,
 )
@@ -44,15 +44,7 @@ _SKIPPED: Final = frozenset({"thinking", "redacted_thinking"})
 
 def decode_messages_request(body: bytes) -> ChatRequest:
     """Decode and validate a Messages request body; raise :class:`InvalidRequest`."""
-    try:
-        wire = _DECODER.decode(body)
-    except msgspec.ValidationError as e:
-        raise from_validation_error(str(e)) from None
-    except msgspec.DecodeError as e:
-        raise InvalidRequest(f"Invalid JSON body: {e}.") from None
-    except RecursionError:
-        raise InvalidRequest("Invalid JSON body: nested too deeply.") from None
-    return _convert(wire)
+    return _convert(decode_body(_DECODER, body))
 
 
 def _convert(w: _Request) -> ChatRequest:

@@ -121,7 +121,7 @@ class MessageStreamEncoder:
     def _frame(name: str, data: dict[str, Any]) -> bytes:
         return b"event: " + name.encode() + b"\ndata: " + _ENCODER.encode(data) + b"\n\n"
 
-    def start(self) -> bytes:
+    def begin(self) -> bytes:
         """``message_start`` (usage is known only at the end: it comes in ``message_delta``),
         then a ``ping``, as Anthropic's API sends them."""
         return self._frame("message_start", {"type": "message_start", "message": {

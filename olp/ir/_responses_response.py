@@ -153,7 +153,7 @@ class ResponseStreamEncoder:
         self._sequence += 1
         return b"event: " + type.encode() + b"\ndata: " + _ENCODER.encode(data) + b"\n\n"
 
-    def start(self) -> bytes:
+    def begin(self) -> bytes:
         return (self._frame("response.created", response=self._answer.response("in_progress"))
                 + self._frame("response.in_progress",
                               response=self._answer.response("in_progress")))

@@ -7,9 +7,13 @@ turns it into its own error shape.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, TypeVar
+
+import msgspec
 
 from ._request import ImagePart, Message
+
+_T = TypeVar("_T")
 
 MISSING: Final = "Object missing required field `"
 INT32_MAX: Final = 2**31 - 1
@@ -51,6 +55,19 @@ def from_validation_error(text: str) -> InvalidRequest:
     if detail.startswith("expected"):
         return InvalidRequest(f"Invalid type for '{param}': {detail}.", param, "invalid_type")
     return InvalidRequest(f"Invalid value for '{param}': {detail}.", param, "invalid_value")
+
+
+def decode_body(decoder: msgspec.json.Decoder[_T], body: bytes) -> _T:
+    """``body`` decoded into a dialect's wire schema; a bad body is :class:`InvalidRequest`
+    (a wrong type names its path; bad JSON and too deep nesting say so)."""
+    try:
+        return decoder.decode(body)
+    except msgspec.ValidationError as e:
+        raise from_validation_error(str(e)) from None
+    except msgspec.DecodeError as e:
+        raise InvalidRequest(f"Invalid JSON body: {e}.") from None
+    except RecursionError:
+        raise InvalidRequest("Invalid JSON body: nested too deeply.") from None
 
 
 def invalid(param: str, why: str) -> InvalidRequest:

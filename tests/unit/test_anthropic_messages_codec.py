@@ -234,7 +234,7 @@ def shape(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[Any, ...]]:
 
 def encode(events: list[Event]) -> bytes:
     enc = MessageStreamEncoder(id="msg_1", model="claude-sonnet-4-6")
-    out, usage, reason = enc.start(), None, "stop"
+    out, usage, reason = enc.begin(), None, "stop"
     for event in events:
         if isinstance(event, TextDelta):
             out += enc.text(event.text)
@@ -276,7 +276,7 @@ def test_the_stream_has_the_event_sequence_the_real_api_sent() -> None:
 
 def test_two_calls_get_a_block_each_and_an_error_is_an_error_event() -> None:
     enc = MessageStreamEncoder(id="msg_1", model="m")
-    out = enc.start() + enc.tool_call(ToolCallDelta(index=0, id="a", name="f"))
+    out = enc.begin() + enc.tool_call(ToolCallDelta(index=0, id="a", name="f"))
     out += enc.tool_call(ToolCallDelta(index=0, arguments="{}"))
     out += enc.tool_call(ToolCallDelta(index=1, id="b", name="g", arguments="{}"))
     out += enc.error(type=error_type(503), message="upstream gone")
