@@ -72,6 +72,13 @@ def _parser() -> argparse.ArgumentParser:
     create.set_defaults(handler=_keys_create)
     listing = keys_sub.add_parser("list", help="list keys (never shows secrets)")
     listing.set_defaults(handler=_keys_list)
+    rotate = keys_sub.add_parser("rotate", help="give a key a new secret (shown once); the "
+                                                "old one stops working")
+    rotate.add_argument("key", metavar="ID_OR_NAME")
+    rotate.set_defaults(handler=_keys_rotate)
+    for command in (create, listing, rotate):
+        command.add_argument("--json", action="store_true",
+                             help="print JSON (one object; for list, an array)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id or name")
     revoke.add_argument("key", metavar="ID_OR_NAME")
     revoke.set_defaults(handler=_keys_revoke)
@@ -121,16 +128,48 @@ def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
         except KeyNameError as exc:
             print(f"olp: {exc}", file=sys.stderr)
             return 1
-    print(f"Created {record.tier} key {record.id} ({record.name}):")
+    _show_secret(record, token, "Created", json_out=args.json)
+    return 0
+
+
+def _keys_rotate(settings: Settings, args: argparse.Namespace) -> int:
+    db, keys = _keys(settings)
+    with db:
+        try:
+            rotated = keys.rotate(args.key)
+        except StoreError as exc:
+            print(f"olp: {exc}", file=sys.stderr)
+            return 1
+    if rotated is None:
+        print(f"olp: no active key with id or name {args.key!r}", file=sys.stderr)
+        return 1
+    _show_secret(*rotated, "Rotated", json_out=args.json)
+    return 0
+
+
+def _show_secret(record: KeyRecord, token: str, done: str, *, json_out: bool) -> None:
+    """The only time a secret is shown: as one JSON object, or for a person."""
+    if json_out:
+        print(json.dumps({**_key_json(record), "key": token}))
+        return
+    print(f"{done} {record.tier} key {record.id} ({record.name}):")
     print(f"  {token}")
     print("Copy it now: it is stored only as a hash and will not be shown again.")
-    return 0
+
+
+def _key_json(record: KeyRecord) -> dict[str, object]:
+    return {"id": record.id, "name": record.name, "tier": record.tier,
+            "prefix": record.display_prefix, "source": record.source,
+            "created_at": record.created_at, "revoked_at": record.revoked_at}
 
 
 def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
     db, keys = _keys(settings)
     with db:
         records = keys.list()
+    if args.json:
+        print(json.dumps([_key_json(r) for r in records]))
+        return 0
     if not records:
         print("No keys yet. Create one with: olp keys create NAME")
         return 0

@@ -121,14 +121,34 @@ class KeyStore:
 
     def revoke(self, id_or_name: int | str) -> bool:
         """Revoke an active key by id (digits) or name; ``False`` if no active key matched."""
-        arg: int | str
-        if isinstance(id_or_name, int) or _is_id(id_or_name.strip()):
-            where, arg = "id = ?", int(id_or_name)
-        else:
-            where, arg = "name = ?", id_or_name.strip()
+        where, arg = _where(id_or_name)
         sql = (f"UPDATE api_keys SET revoked_at = ?, revoked_reason = 'revoked' "
                f"WHERE {where} AND revoked_at IS NULL")
         return self._db.write(lambda c: c.execute(sql, (self._clock(), arg)).rowcount) > 0
+
+    def rotate(self, id_or_name: int | str) -> tuple[KeyRecord, str] | None:
+        """Give an active key (by id or name) a new secret: returns its record and the new
+        plaintext token (shown once), or ``None`` if no active key matched. The old secret
+        stops working at once here, and within a server's 2 s lookup memo there. Raises
+        :class:`StoreError` for the key ``OLP_OWNER_TOKEN`` defines (change that instead)."""
+        where, arg = _where(id_or_name)
+        token = generate_token()
+        prefix = token[len(TOKEN_PREFIX):][:8]
+
+        def update(c: sqlite3.Connection) -> int | None:
+            row = c.execute(f"SELECT id, source FROM api_keys WHERE {where} "
+                            "AND revoked_at IS NULL", (arg,)).fetchone()
+            if row is None:
+                return None
+            if row[1] == "env":
+                raise StoreError("this key is OLP_OWNER_TOKEN's: set a new OLP_OWNER_TOKEN "
+                                 "and restart instead")
+            c.execute("UPDATE api_keys SET hash = ?, prefix = ? WHERE id = ?",
+                      (hash_token(token), prefix, row[0]))
+            return int(row[0])
+
+        key_id = self._db.write(update)
+        return None if key_id is None else (self._get(key_id), token)
 
     def authenticate(self, token: str) -> Principal | None:
         """The principal of an active key, or ``None`` (empty, unknown or revoked token)."""
@@ -264,6 +284,13 @@ def _check_name(name: str) -> str:
         raise KeyNameError(f"a key name needs 1-{MAX_NAME_CHARS} printable characters and "
                            "must not be all digits (digits mean an id)")
     return name
+
+
+def _where(id_or_name: int | str) -> tuple[str, int | str]:
+    """The SQL condition (and its argument) selecting a key by id (digits) or name."""
+    if isinstance(id_or_name, int) or _is_id(id_or_name.strip()):
+        return "id = ?", int(id_or_name)
+    return "name = ?", id_or_name.strip()
 
 
 def _is_id(text: str) -> bool:

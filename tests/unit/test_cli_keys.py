@@ -1,7 +1,9 @@
-"""The ``olp`` CLI: keys create/list/revoke, start, and error exits."""
+"""The ``olp`` CLI: keys create/list/rotate/revoke (text and ``--json``), start, and error
+exits."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -58,6 +60,40 @@ def test_list_never_shows_secrets(home: Path, capsys: pytest.CaptureFixture[str]
     assert row.split()[:4] == ["1", "alice", "guest", f"{token[:12]}..."]
     assert row.split()[-1] == "-"
     assert token not in out and token[12:20] not in out
+
+
+def test_json_create_rotate_and_list(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "create", "bob", "--json"]) == 0
+    created = json.loads(capsys.readouterr().out)
+    assert {k: created[k] for k in ("id", "name", "tier")} == {"id": 1, "name": "bob",
+                                                               "tier": "guest"}
+    old = created["key"]
+    assert _principal_tier(home, old) == "guest"
+    assert main(["keys", "rotate", "bob", "--json"]) == 0
+    rotated = json.loads(capsys.readouterr().out)
+    assert (rotated["id"], rotated["name"]) == (1, "bob") and rotated["key"] != old
+    assert _principal_tier(home, old) is None  # the old secret stopped working
+    assert _principal_tier(home, rotated["key"]) == "guest"
+    assert main(["keys", "list", "--json"]) == 0
+    [listed] = json.loads(capsys.readouterr().out)
+    assert listed["prefix"] == rotated["key"][:12] + "..."
+    assert "key" not in listed and rotated["key"] not in json.dumps(listed)
+
+
+def test_rotate_text_unknown_and_env_owner(home: Path, capsys: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    old = _create(capsys, "carol")
+    assert main(["keys", "rotate", "carol"]) == 0
+    out = capsys.readouterr().out
+    [new] = re.findall(r"olp_[A-Za-z0-9_-]{43}", out)
+    assert new != old and "Rotated guest key 1 (carol)" in out
+    assert main(["keys", "rotate", "nobody"]) == 1
+    assert "no active key" in capsys.readouterr().err
+    with Database(home / "olp.db") as db:
+        KeyStore(db).ensure_owner("olp_env_owner_token_for_the_test_0123456789ab")
+        env_key = next(r for r in KeyStore(db).list() if r.source == "env")
+    assert main(["keys", "rotate", str(env_key.id)]) == 1
+    assert "OLP_OWNER_TOKEN" in capsys.readouterr().err
 
 
 def test_list_when_empty(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
