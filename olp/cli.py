@@ -1,4 +1,5 @@
-"""The ``olp`` command line: ``start``, ``keys``, ``doctor``, ``cooldowns``, ``cache``.
+"""The ``olp`` command line: ``start``, ``keys``, ``usage``, ``audit``, ``doctor``,
+``cooldowns``, ``cache``.
 
 Commands run synchronously (blocking disk I/O is fine here, no event loop is running yet).
 Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.
@@ -16,7 +17,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, Literal, TextIO
 
 import trio
 
@@ -25,11 +26,21 @@ from olp.store import (
     HEALTH_STATE,
     Database,
     KeyNameError,
+    KeyPolicy,
     KeyRecord,
     KeyStore,
+    Limits,
     StateStore,
     StoreError,
 )
+
+#: ``olp keys create|update`` limit flags: (flag, Limits field, help).
+_LIMIT_FLAGS = (("--per-minute", "per_minute", "requests per sliding minute"),
+                ("--per-day", "per_day", "requests per UTC day"),
+                ("--per-week", "per_week", "requests per ISO week (UTC, from Monday)"),
+                ("--per-month", "per_month", "requests per calendar month (UTC)"),
+                ("--tokens-per-day", "tokens_per_day",
+                 "prompt + completion tokens per UTC day"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,18 +81,50 @@ def _parser() -> argparse.ArgumentParser:
     create.add_argument("name", help="a label for the key, e.g. the person or tool using it")
     create.add_argument("--owner", action="store_true", help="owner tier (full access)")
     create.set_defaults(handler=_keys_create)
-    listing = keys_sub.add_parser("list", help="list keys (never shows secrets)")
+    update = keys_sub.add_parser("update", help="change a key's provider allow-list or "
+                                                "limits (a running proxy applies it within 2 s)")
+    update.add_argument("key", metavar="ID_OR_NAME")
+    update.add_argument("--all-providers", action="store_true",
+                        help="drop the allow-list: every provider")
+    update.add_argument("--clear-limits", action="store_true",
+                        help="drop every limit (then set the ones given)")
+    update.set_defaults(handler=_keys_update)
+    for command in (create, update):
+        command.add_argument("--providers", metavar="P1,P2",
+                             help="only these providers may answer this key's requests")
+        for flag, dest, what in _LIMIT_FLAGS:
+            command.add_argument(flag, dest=dest, type=_positive, metavar="N",
+                                 help=f"at most N {what}")
+    listing = keys_sub.add_parser("list", help="list keys with their tier, providers, limits "
+                                               "and today's usage (never secrets)")
     listing.set_defaults(handler=_keys_list)
     rotate = keys_sub.add_parser("rotate", help="give a key a new secret (shown once); the "
                                                 "old one stops working")
     rotate.add_argument("key", metavar="ID_OR_NAME")
     rotate.set_defaults(handler=_keys_rotate)
-    for command in (create, listing, rotate):
+    for command in (create, update, listing, rotate):
         command.add_argument("--json", action="store_true",
                              help="print JSON (one object; for list, an array)")
     revoke = keys_sub.add_parser("revoke", help="revoke a key by id or name")
     revoke.add_argument("key", metavar="ID_OR_NAME")
     revoke.set_defaults(handler=_keys_revoke)
+
+    usage = sub.add_parser("usage", help="who used what: requests, tokens, fallbacks and "
+                                         "cache hits per key, provider, model and day")
+    usage.add_argument("--key", metavar="NAME", help="only this key's usage")
+    usage.add_argument("--days", type=_positive, default=30, metavar="N",
+                       help="the last N UTC days, today included (default 30)")
+    usage.add_argument("--json", action="store_true", help="print the rows as a JSON array")
+    usage.set_defaults(handler=_usage)
+    audit = sub.add_parser("audit", help="the audit trail: one row per request (never its "
+                                         "text), refused ones included")
+    audit.add_argument("--key", metavar="NAME", help="only this key's requests")
+    audit.add_argument("--since", metavar="ISO", help="from this time (ISO 8601, UTC unless "
+                                                      "it says otherwise; or Unix seconds)")
+    audit.add_argument("--limit", type=_positive, default=50, metavar="N",
+                       help="at most N rows (default 50; the latest, without --since)")
+    audit.add_argument("--json", action="store_true", help="print JSON lines, one per row")
+    audit.set_defaults(handler=_audit)
 
     doctor = sub.add_parser("doctor", help="check each provider's binary, version and "
                                            "credentials, with the fix for each problem")
@@ -120,15 +163,69 @@ def _keys(settings: Settings) -> tuple[Database, KeyStore]:
     return db, KeyStore(db)
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
+def _limit_args(args: argparse.Namespace) -> dict[str, int]:
+    return {dest: value for _, dest, _ in _LIMIT_FLAGS
+            if (value := getattr(args, dest)) is not None}
+
+
+def _allow_list(settings: Settings, text: str | None) -> frozenset[str] | None:
+    """``--providers``: known provider names, comma-separated (a usage error otherwise)."""
+    if text is None:
+        return None
+    names = frozenset(n.strip() for n in text.split(",") if n.strip())
+    known = settings.provider_names()
+    unknown = sorted(names - set(known))
+    if not names or unknown:
+        raise ConfigError(f"--providers: {', '.join(unknown) or 'no provider'} is not a "
+                          f"provider (known: {', '.join(known)})")
+    return names
+
+
 def _keys_create(settings: Settings, args: argparse.Namespace) -> int:
+    policy = KeyPolicy(_allow_list(settings, args.providers),
+                       Limits.from_dict(dict(_limit_args(args))))
     db, keys = _keys(settings)
     with db:
         try:
-            record, token = keys.create(args.name, "owner" if args.owner else "guest")
+            record, token = keys.create(args.name, "owner" if args.owner else "guest",
+                                        policy)
         except KeyNameError as exc:
             print(f"olp: {exc}", file=sys.stderr)
             return 1
     _show_secret(record, token, "Created", json_out=args.json)
+    return 0
+
+
+def _keys_update(settings: Settings, args: argparse.Namespace) -> int:
+    if args.all_providers and args.providers is not None:
+        raise ConfigError("--providers and --all-providers exclude each other")
+    providers: frozenset[str] | None | Literal["keep"] = "keep"
+    if args.all_providers:
+        providers = None
+    elif args.providers is not None:
+        providers = _allow_list(settings, args.providers)
+    db, keys = _keys(settings)
+    with db:
+        record = keys.update(args.key, providers=providers, limits=_limit_args(args),
+                             clear_limits=args.clear_limits)
+    if record is None:
+        print(f"olp: no active key with id or name {args.key!r}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(_key_json(record)))
+    else:
+        print(f"Updated key {record.id} ({record.name}): providers "
+              f"{_providers_text(record.policy)}, limits {_limits_text(record.policy)}.")
     return 0
 
 
@@ -158,22 +255,43 @@ def _show_secret(record: KeyRecord, token: str, done: str, *, json_out: bool) ->
 
 
 def _key_json(record: KeyRecord) -> dict[str, object]:
+    policy = record.policy
     return {"id": record.id, "name": record.name, "tier": record.tier,
             "prefix": record.display_prefix, "source": record.source,
-            "created_at": record.created_at, "revoked_at": record.revoked_at}
+            "created_at": record.created_at, "revoked_at": record.revoked_at,
+            "providers": None if policy.providers is None else sorted(policy.providers),
+            "limits": policy.limits.as_dict()}
+
+
+def _providers_text(policy: KeyPolicy) -> str:
+    return "all" if policy.providers is None else ",".join(sorted(policy.providers))
+
+
+def _limits_text(policy: KeyPolicy) -> str:
+    short = {"per_minute": "/min", "per_day": "/day", "per_week": "/week",
+             "per_month": "/month", "tokens_per_day": "tok/day"}
+    limits = policy.limits.as_dict()
+    return ",".join(f"{v}{short[k]}" for k, v in limits.items()) if limits else "none"
 
 
 def _keys_list(settings: Settings, args: argparse.Namespace) -> int:
+    """Every key with today's usage (from the ledger: a running proxy commits it every
+    250 ms)."""
+    from olp.accounting import today_by_key  # lazily, like the other subsystems
+
     db, keys = _keys(settings)
     with db:
         records = keys.list()
+        today = today_by_key(db, time.time())
     if args.json:
-        print(json.dumps([_key_json(r) for r in records]))
+        print(json.dumps([{**_key_json(r), "today": dict(zip(
+            ("requests", "tokens"), today.get(str(r.id), (0, 0)), strict=True))}
+            for r in records]))
         return 0
     if not records:
         print("No keys yet. Create one with: olp keys create NAME")
         return 0
-    _table(records, sys.stdout)
+    _table(records, today, sys.stdout)
     return 0
 
 
@@ -186,6 +304,71 @@ def _keys_revoke(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     print(f"Revoked key {args.key}.")
     return 0
+
+
+def _usage(settings: Settings, args: argparse.Namespace) -> int:
+    from olp.accounting import usage_report, usage_totals
+
+    with Database(settings.db_path) as db:
+        rows = usage_report(db, time.time(), days=args.days, key_name=args.key)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print(f"No usage in the last {args.days} day(s)"
+              + (f" for key {args.key!r}." if args.key else "."))
+        return 0
+    header = ("DAY", "KEY", "PROVIDER", "MODEL", "REQ", "SERVED", "REFUSED", "FAILED_HOPS",
+              "FALLBACKS", "HITS", "PROMPT_TOK", "COMPL_TOK", "SPAWN_S")
+    cells = [header] + [
+        (r["day"], r["key_name"], r["provider"], r["model"], str(r["requests"]),
+         str(r["served"]), str(r["refused"]), str(r["failed_hops"]), str(r["fallbacks"]),
+         str(r["cache_hits"]), str(r["prompt_tokens"]), str(r["completion_tokens"]),
+         f"{r['spawn_seconds']:.1f}") for r in rows]
+    totals = usage_totals(rows)
+    cells.append(("total", "", "", "", *(str(totals[n]) for n in (
+        "requests", "served", "refused", "failed_hops", "fallbacks", "cache_hits",
+        "prompt_tokens", "completion_tokens")), f"{totals['spawn_seconds']:.1f}"))
+    _print_rows(cells, sys.stdout)
+    return 0
+
+
+def _audit(settings: Settings, args: argparse.Namespace) -> int:
+    from olp.accounting import audit_page, parse_since
+
+    try:
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError:
+        raise ConfigError(f"--since {args.since!r} is not a time: give ISO 8601 "
+                          "(2026-12-01T08:00:00Z) or Unix seconds") from None
+    with Database(settings.db_path) as db:
+        rows, _ = audit_page(db, key_name=args.key, since=since, limit=args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print("No audit rows" + (f" for key {args.key!r}." if args.key else "."))
+        return 0
+    cells = [("TIME", "REQUEST", "KEY", "ENDPOINT", "MODEL", "SERVED_BY", "HOPS", "STATUS",
+              "CACHE", "MS", "TOKENS", "OUTCOME")]
+    for r in rows:
+        tokens = "-" if r["prompt_tokens"] is None else \
+            f"{r['prompt_tokens']}+{r['completion_tokens']}"
+        served = "-" if r["provider"] is None else f"{r['provider']}/{r['model']}"
+        cells.append((time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(r["at"])),
+                      r["request_id"], r["key_name"] or "-", r["endpoint"].replace(" ", ":"),
+                      r["requested_model"] or "-", served, str(r["hops"]), str(r["status"]),
+                      r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
+    _print_rows(cells, sys.stdout)
+    return 0
+
+
+def _print_rows(rows: Sequence[Sequence[str]], out: TextIO) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(),
+              file=out)
 
 
 def _doctor(settings: Settings, args: argparse.Namespace) -> int:
@@ -268,14 +451,15 @@ def _store(settings: Settings, db: Database) -> Any:
                       max_entries_per_namespace=c.max_entries_per_key)
 
 
-def _table(records: Sequence[KeyRecord], out: TextIO) -> None:
-    rows = [("ID", "NAME", "TIER", "PREFIX", "CREATED", "REVOKED")]
-    rows += [(str(r.id), r.name, r.tier, r.display_prefix, _when(r.created_at),
-              "-" if r.revoked_at is None else _when(r.revoked_at)) for r in records]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip(),
-              file=out)
+def _table(records: Sequence[KeyRecord], today: dict[str, tuple[int, int]],
+           out: TextIO) -> None:
+    rows = [("ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "LIMITS", "TODAY", "CREATED",
+             "REVOKED")]
+    rows += [(str(r.id), r.name, r.tier, r.display_prefix, _providers_text(r.policy),
+              _limits_text(r.policy), "{}req/{}tok".format(*today.get(str(r.id), (0, 0))),
+              _when(r.created_at), "-" if r.revoked_at is None else _when(r.revoked_at))
+             for r in records]
+    _print_rows(rows, out)
 
 
 def _when(ts: float) -> str:

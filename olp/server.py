@@ -30,6 +30,7 @@ import msgspec
 import trio
 
 from olp import __version__, logs, providers
+from olp.accounting import Recorder, RequestLimiter, Retention, load_counts
 from olp.actors import CURRENT_RUN_DIR, ProviderActor, RunDir, Sandbox, reap_leftovers
 from olp.cache import CacheStore, Singleflight
 from olp.config import Settings, load_registry
@@ -236,6 +237,13 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
             max_body_bytes=settings.config.server.max_body_bytes,
             allow_anonymous=settings.config.auth.allow_anonymous,
             heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000)
+        audit = settings.config.audit
+        seeds = await trio.to_thread.run_sync(load_counts, db, time.time())
+        services.limiter = RequestLimiter(seeds, monotonic=trio.current_time)
+        services.recorder = Recorder(db, retention=Retention(
+            max_age_days=audit.max_age_days, max_rows=audit.max_rows,
+            usage_days=audit.usage_days))
+        services.db = db
         app = create_app(services)
         try:
             async with trio.open_nursery() as nursery:

@@ -146,6 +146,14 @@ class ServerConfig(Strict, frozen=True, kw_only=True):
     keep_alive_s: Positive = 5.0
 
 
+class AuditConfig(Strict, frozen=True, kw_only=True):
+    """``audit``: how long the audit trail and the usage ledger are kept."""
+
+    max_age_days: Positive = 90.0
+    max_rows: Count = 1_000_000
+    usage_days: Count = 400
+
+
 class Config(Strict, frozen=True, kw_only=True):
     """The decoded ``config.json``; a missing file is ``Config()``."""
 
@@ -155,3 +163,4 @@ class Config(Strict, frozen=True, kw_only=True):
     streaming: StreamingConfig = msgspec.field(default_factory=StreamingConfig)
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
+    audit: AuditConfig = msgspec.field(default_factory=AuditConfig)

@@ -24,6 +24,7 @@ class HopRecord:
     error_message: str
     trigger_type: TriggerType
     retry_after_s: float | None = None
+    seconds: float | None = None  # how long an attempted hop ran (None: skipped)
 
     def as_tuple(self) -> dict[str, object]:
         message = self.error_message

@@ -16,7 +16,7 @@ import secrets
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 import trio
@@ -72,6 +72,11 @@ class ChainFailed(Exception):
         self.skip_codes = frozenset(r.code for r in records if r.trigger_type == "soft")
 
     @property
+    def not_allowed(self) -> bool:
+        """No hop was tried, and every one was outside the key's allow-list."""
+        return self.first is None and self.skip_codes == {Code.KEY_POLICY}
+
+    @property
     def tried(self) -> list[str]:
         """Providers actually attempted, in order (``X-OLP-Fallback-Exhausted``)."""
         return [r.provider for r in self.records if r.trigger_type != "soft"]
@@ -101,7 +106,10 @@ class _Walk:
             hop = hops[self.index]
             if self.last is not None and not self._gate_admits(hop):
                 return None
-            skip = self.engine.skip_reason(hop, self.request, after=self.last)
+            allowed = self.context.providers
+            skip = Skip(Code.KEY_POLICY, f"this API key may not use {hop.provider}", None) \
+                if allowed is not None and hop.provider not in allowed else \
+                self.engine.skip_reason(hop, self.request, after=self.last)
             if skip is not None:
                 self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
                              skip.retry_after_s)
@@ -111,7 +119,7 @@ class _Walk:
             if status in ("miss", "bypass"):
                 self.engine.ledger.record(hop.provider)
                 self.engine.changed()
-            return _Attempt(self.index, hop, source, status)
+            return _Attempt(self.index, hop, source, status, trio.current_time())
         return None
 
     def _gate_admits(self, hop: Hop) -> bool:
@@ -120,11 +128,8 @@ class _Walk:
         if error.category in (hop.on if hop.on is not None else DEFAULT_ON):
             return True
         self.stopped = True
-        last = self.records[-1]
         trigger: TriggerType = "auth_missing" if error.code == Code.AUTH_MISSING else "non_trigger"
-        self.records[-1] = HopRecord(last.hop, last.provider, last.model, last.code,
-                                     last.category, last.error_message, trigger,
-                                     last.retry_after_s)
+        self.records[-1] = replace(self.records[-1], trigger_type=trigger)
         return False
 
     def viable_next(self, category: Category) -> bool:
@@ -144,7 +149,7 @@ class _Walk:
         if error.category == "client_error":
             trigger, self.stopped = "client_error", True
         self._record(hop, error.code, error.category, error.message, trigger,
-                     error.retry_after_s)
+                     error.retry_after_s, trio.current_time() - attempt.started_at)
 
     def succeeded(self, attempt: _Attempt) -> None:
         if attempt.spawned:
@@ -156,9 +161,10 @@ class _Walk:
             self.engine.health.abandon_probe(attempt.hop.provider)
 
     def _record(self, hop: Hop, code: str, category: str, message: str,
-                trigger: TriggerType, retry_after_s: float | None) -> None:
+                trigger: TriggerType, retry_after_s: float | None,
+                seconds: float | None = None) -> None:
         self.records.append(HopRecord(self.index, hop.provider, hop.model, code, category,
-                                      message, trigger, retry_after_s))
+                                      message, trigger, retry_after_s, seconds))
         nxt = self.route.hops[self.index + 1].provider \
             if self.index + 1 < len(self.route.hops) and not self.stopped else None
         log.info("hop", extra={
@@ -177,6 +183,7 @@ class _Attempt:
     hop: Hop
     source: EventSource
     cache: CacheStatus
+    started_at: float  # trio.current_time() when the hop was entered
 
     @property
     def spawned(self) -> bool:
@@ -187,7 +194,8 @@ class Answer:
     """A hop's stream whose first content (or a content-less :class:`Stop`) is in hand.
 
     Iterate it for the events, ending with exactly one terminal event; :meth:`close` stops
-    the job (sync, idempotent: call it in ``finally``).
+    the job (sync, idempotent: call it in ``finally``). ``usage`` is the last
+    :class:`Usage` seen, ``started_at`` when the hop was entered (``trio.current_time()``).
     """
 
     def __init__(self, walk: _Walk, attempt: _Attempt, prelude: list[Event]) -> None:
@@ -196,6 +204,8 @@ class Answer:
         self.hop = attempt.hop
         self.cache = attempt.cache
         self.records = walk.records
+        self.started_at = attempt.started_at
+        self.usage: Usage | None = None
         self.model = self.hop.model
         self.ignored_params = ignored_params(self.hop, walk.request)
         self._ledger = walk.engine.ledger if attempt.spawned else None  # a hit used nothing
@@ -208,8 +218,10 @@ class Answer:
     def _note(self, event: Event) -> None:
         if isinstance(event, Start):
             self.model = event.model
-        elif isinstance(event, Usage) and self._ledger is not None:
-            self._ledger.add_tokens(self.hop.provider, event.total_tokens)
+        elif isinstance(event, Usage):
+            self.usage = event
+            if self._ledger is not None:
+                self._ledger.add_tokens(self.hop.provider, event.total_tokens)
 
     def __aiter__(self) -> Answer:
         return self
@@ -238,7 +250,7 @@ class Answer:
 class Completion:
     """A whole non-streamed answer: its events (ending in :class:`Stop`) and where it came
     from. ``truncated``: every hop failed and this is the partial text of the first hop that
-    produced any (``finish_reason`` ``length``)."""
+    produced any (``finish_reason`` ``length``). ``seconds``: how long its hop ran."""
 
     hop: Hop
     index: int
@@ -247,6 +259,12 @@ class Completion:
     ignored_params: tuple[str, ...]
     cache: CacheStatus
     truncated: bool = False
+    seconds: float = 0.0
+
+    @property
+    def usage(self) -> Usage | None:
+        usages = [e for e in self.events if isinstance(e, Usage)]
+        return usages[-1] if usages else None
 
     @property
     def model(self) -> str:
@@ -343,13 +361,15 @@ class Engine:
                     if isinstance(event, Usage) and attempt.spawned:
                         self.ledger.add_tokens(hop.provider, event.total_tokens)
                 return Completion(hop, attempt.index, outcome, walk.records,
-                                  ignored_params(hop, request), attempt.cache)
+                                  ignored_params(hop, request), attempt.cache,
+                                  seconds=trio.current_time() - attempt.started_at)
             events, error = outcome
             walk.failed(attempt, error)
             if partial is None and any(is_content(e) for e in events):
                 partial = Completion(hop, attempt.index, [*events, Stop(finish_reason="length")],
                                      walk.records, ignored_params(hop, request),
-                                     attempt.cache, truncated=True)
+                                     attempt.cache, truncated=True,
+                                     seconds=trio.current_time() - attempt.started_at)
         if partial is not None:
             return partial
         raise walk.exhausted()

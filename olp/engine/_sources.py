@@ -22,11 +22,13 @@ CacheStatus = Literal["hit", "miss", "attached", "bypass"]
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """Per-request facts the engine needs besides the request: whose cache namespace (the
-    API key's id; ``None`` disables the cache) and the client's ``Cache-Control``:
-    ``no-cache`` (no read, no singleflight, still write) or ``no-store`` (neither)."""
+    API key's id; ``None`` disables the cache), the client's ``Cache-Control``:
+    ``no-cache`` (no read, no singleflight, still write) or ``no-store`` (neither), and the
+    providers the key may reach (a hop of another is skipped as ``KEY_POLICY``)."""
 
     namespace: str | None = None
     cache_mode: CacheMode = "default"
+    providers: frozenset[str] | None = None  # the key's allow-list; None = every provider
 
 
 NO_CONTEXT = RequestContext()  # no cache namespace: the cache is not used

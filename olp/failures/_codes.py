@@ -72,6 +72,7 @@ class Code(StrEnum):
     CIRCUIT_OPEN = "CIRCUIT_OPEN"  # skipped: it failed repeatedly, probing later
     SOFT_TRIGGER = "SOFT_TRIGGER"  # skipped: an owner-set budget threshold was reached
     CONTEXT_WINDOW = "CONTEXT_WINDOW"  # skipped: a larger context window comes later
+    KEY_POLICY = "KEY_POLICY"  # skipped: the API key's allow-list excludes the provider
     ALL_HOPS_COOLING = "ALL_HOPS_COOLING"  # no hop was tried: every one is resting
 
 
@@ -122,5 +123,6 @@ DEFAULT_CATEGORY: Final[Mapping[Code, Category]] = {
     Code.CIRCUIT_OPEN: "unavailable",
     Code.SOFT_TRIGGER: "usage_window",
     Code.CONTEXT_WINDOW: "context_length",
+    Code.KEY_POLICY: "client_error",
     Code.ALL_HOPS_COOLING: "rate_limited",
 }

@@ -18,17 +18,20 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from olp import __version__
+from olp.accounting import LimitExceeded, Recorder, RequestLimiter
 from olp.actors import ProviderActor
 from olp.cache import CacheStore, Singleflight
-from olp.engine import ChainFailed, Engine, UnknownModel, UnusableChain
+from olp.engine import Answer, ChainFailed, Engine, UnknownModel, UnusableChain
 from olp.ir import ChatRequest, ImagePart, TextPart
 from olp.ir.anthropic import decode_messages_request
 from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
+from olp.store import Database
 
-from . import _chat
+from . import _chat, _views
 from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect, dialect_for_path
 from ._errors import ApiError
+from ._trace import Trace
 
 log = logging.getLogger("olp.http")
 
@@ -71,6 +74,9 @@ class Services:
     background: trio.Nursery | None = None  # where heartbeat streams' engine work runs
     max_body_bytes: int = 5 * 1024 * 1024
     started_at: float = field(default_factory=time.time)
+    limiter: RequestLimiter | None = None  # per-key limits (None: none are enforced)
+    recorder: Recorder | None = None  # the audit trail and usage ledger (None: not kept)
+    db: Database | None = None  # where the usage and audit views read from
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -93,6 +99,7 @@ def create_app(services: Services) -> QuartTrio:
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
         """In the dialect of the path asked for (Anthropic's shape under ``/v1/messages``)."""
+        g.error_code = exc.code or exc.type
         return Response(dialect_for_path(request.path).error_body(exc), status=exc.status,
                         content_type=JSON, headers=dict(exc.headers))
 
@@ -109,19 +116,23 @@ def create_app(services: Services) -> QuartTrio:
     upkeep = trio.CancelScope()
 
     @app.before_serving
-    async def _start_cache_upkeep() -> None:
+    async def _start_upkeep() -> None:
         """While the app serves, the cache writes its hits' last-used times every few
-        seconds (see :meth:`CacheStore.run`)."""
-        if services.cache is not None:
-            await app.nursery.start(_cache_upkeep, services.cache, upkeep)
+        seconds (see :meth:`CacheStore.run`) and the recorder commits the audit trail and
+        the ledger every 250 ms (:meth:`Recorder.run`)."""
+        runs = [service.run for service in (services.cache, services.recorder)
+                if service is not None]
+        await app.nursery.start(_upkeep, runs, upkeep)
 
     @app.after_serving
-    async def _stop_cache_upkeep() -> None:
-        """At shutdown (after the last request), the last ones are written before the
+    async def _stop_upkeep() -> None:
+        """At shutdown (after the last request), what is left is written before the
         database closes."""
         upkeep.cancel(reason="stopped serving")
         if services.cache is not None:
             await services.cache.flush()
+        if services.recorder is not None:
+            await services.recorder.flush()
 
     @app.after_request
     async def _close_if_body_unread(response: Response) -> Response:
@@ -132,9 +143,29 @@ def create_app(services: Services) -> QuartTrio:
             response.headers["Connection"] = "close"
         return response
 
+    @app.after_request
+    async def _account(response: Response) -> Response:
+        """Every response says its ``X-Request-Id`` and, to a limited key, its
+        ``x-ratelimit-*``; a request that changes something or was refused (anything but a
+        successful ``GET``) is audited here, or at the end of its stream."""
+        trace: Trace | None = g.get("trace")
+        if trace is None:
+            return response
+        response.headers["X-Request-Id"] = trace.request_id
+        for name, value in trace.rate_headers.items():
+            response.headers.setdefault(name, value)
+        if not trace.deferred and (request.method != "GET" or response.status_code >= 400):
+            status = response.status_code
+            outcome = trace.outcome or ("ok" if status < 400 else
+                                        str(g.get("error_code") or status))
+            trace.end(status, outcome, limiter=services.limiter, recorder=services.recorder)
+        return response
+
     @app.before_request
     async def _authenticate() -> None:
         g.t0 = trio.current_time()
+        rule = request.url_rule.rule if request.url_rule is not None else request.path
+        g.trace = Trace(f"{request.method} {rule}", t0=g.t0)
         token = _token_from_headers()
         principal = await services.keys.authenticate(token) if token else None
         if token is None and services.allow_anonymous:
@@ -144,6 +175,7 @@ def create_app(services: Services) -> QuartTrio:
                                 "<key>` or `x-api-key: <key>`.", "invalid_request_error",
                            "invalid_api_key")
         g.principal = principal
+        g.trace.key, g.trace.key_name = str(principal.key_id), principal.name
 
     @app.get("/health")
     async def health() -> Response:
@@ -195,20 +227,58 @@ def create_app(services: Services) -> QuartTrio:
         g.body_read = True
         return body
 
+    def _reserve(trace: Trace) -> None:
+        """Count the request against its key's limits, or refuse it with a 429."""
+        if services.limiter is None:
+            return
+        limits = _chat.key_policy(g.principal).limits
+        try:
+            trace.reservation = services.limiter.reserve(str(g.principal.key_id), limits)
+        except LimitExceeded as exc:
+            trace.refused, trace.rate_headers = True, exc.headers
+            raise ApiError(429, exc.message, "rate_limit_error", "rate_limit_exceeded",
+                           headers=exc.headers) from None
+        trace.rate_headers = trace.reservation.headers
+
+    def _stream_end(trace: Trace) -> _chat.StreamEnd:
+        def end(outcome: str, answer: Answer | None, failure: ChainFailed | None) -> None:
+            if answer is not None:
+                trace.served(provider=answer.hop.provider, model=answer.model,
+                             entry=answer.hop.name, index=answer.index, cache=answer.cache,
+                             records=answer.records, usage=answer.usage,
+                             seconds=trio.current_time() - answer.started_at)
+            if failure is not None:
+                trace.failed(failure)
+            trace.end(200, outcome, limiter=services.limiter, recorder=services.recorder)
+
+        return end
+
     async def _answer(decode: Callable[[bytes], ChatRequest], dialect: Dialect) -> Response:
-        """Decode, run the engine, answer in ``dialect``: the one path of every chat view."""
+        """Decode, run the engine, answer in ``dialect``: the one path of every chat view.
+        The request counts against its key's limits from here, whatever its outcome."""
+        trace: Trace = g.trace
+        trace.model_request = True
+        _reserve(trace)
         try:
             chat = decode(await _chat_body())
         except InvalidRequest as exc:
             raise ApiError(400, exc.message, "invalid_request_error", exc.code,
                            exc.param) from None
+        trace.requested_model, trace.stream = chat.model, chat.stream
         try:
             context = _chat.context()
             if chat.stream:
-                return await _chat.stream(services.engine, chat, context, services.headers,
-                                          heartbeat_s=services.heartbeat_s,
-                                          background=services.background, dialect=dialect)
+                response = await _chat.stream(
+                    services.engine, chat, context, services.headers,
+                    heartbeat_s=services.heartbeat_s, background=services.background,
+                    dialect=dialect, on_end=_stream_end(trace))
+                trace.deferred = True
+                return response
             done = await services.engine.complete(chat, context)
+            trace.served(provider=done.hop.provider, model=done.model, entry=done.hop.name,
+                         index=done.index, cache=done.cache, records=done.records,
+                         usage=done.usage, seconds=done.seconds)
+            trace.outcome = "truncated" if done.truncated else "ok"
             return _chat.complete(chat, done, services.headers, dialect)
         except UnusableChain as exc:
             raise ApiError(503, exc.message, "api_error", "chain_unusable", "model") from None
@@ -216,6 +286,7 @@ def create_app(services: Services) -> QuartTrio:
             raise ApiError(404, exc.message, "invalid_request_error", "model_not_found",
                            "model") from None
         except ChainFailed as exc:
+            trace.failed(exc)
             raise _chat.exhausted(chat, exc, services.headers) from None
 
     @app.post("/v1/chat/completions")
@@ -295,13 +366,18 @@ def create_app(services: Services) -> QuartTrio:
         services.engine.changed()
         return _json({"reset": cleared})
 
+    _views.add_routes(app, services.db, owner_only=_owner_only)
     return app
 
 
-async def _cache_upkeep(cache: CacheStore, scope: trio.CancelScope, *,
-                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+async def _upkeep(runs: list[Callable[..., Any]], scope: trio.CancelScope, *,
+                  task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    """Each background ``run(task_status=...)`` started, under ``scope``, until cancelled."""
     with scope:
-        await cache.run(task_status=task_status)
+        async with trio.open_nursery() as nursery:
+            for run in runs:
+                await nursery.start(run)
+            task_status.started()
 
 
 def estimate_tokens(chat: ChatRequest) -> int:

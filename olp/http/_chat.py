@@ -23,6 +23,7 @@ from olp.engine import (
     detail_header,
 )
 from olp.ir import ChatRequest
+from olp.store import UNRESTRICTED, KeyPolicy
 
 from ._chat_stream import ChatStream, PendingAnswer
 from ._dialect import OPENAI, Dialect
@@ -105,12 +106,21 @@ def _public() -> bool:
     return bool(g.principal.tier != "owner")
 
 
+#: Told how a stream ended: its outcome, the answer that streamed, a pending chain's failure.
+StreamEnd = Callable[[str, Answer | None, ChainFailed | None], None]
+
+
+def _ignore_end(outcome: str, answer: Answer | None, failure: ChainFailed | None) -> None:
+    pass
+
+
 async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
                  policy: HeaderPolicy, *, heartbeat_s: float = 0.0,
                  background: trio.Nursery | None = None,
-                 dialect: Dialect = OPENAI) -> Response:
+                 dialect: Dialect = OPENAI, on_end: StreamEnd = _ignore_end) -> Response:
     """The answer as SSE, returned once its first content is in hand (so a failure before
-    that is still a status; raises :class:`ChainFailed` or ``UnknownModel``).
+    that is still a status; raises :class:`ChainFailed` or ``UnknownModel``). ``on_end`` is
+    called once when the stream ends (after its log line), however it ends.
 
     With ``heartbeat_s`` > 0 and a ``background`` nursery for the engine's work: if no
     content came within one interval, a 200 is committed instead and keep-alives flow until
@@ -118,29 +128,30 @@ async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
     """
     if heartbeat_s <= 0 or background is None:
         return _answer_response(chat, await engine.open(chat, context), policy, None,
-                                dialect)
+                                dialect, on_end)
     pending = PendingAnswer(engine, chat, context)
     background.start_soon(pending.run)
     try:
         with trio.move_on_after(heartbeat_s):
             return _answer_response(chat, await pending.result(), policy, heartbeat_s,
-                                    dialect)
+                                    dialect, on_end)
     except BaseException:
         pending.cancel()
         raise
     headers = {**SSE_HEADERS, "X-OLP-Requested-Model": header_value(chat.model),
                "X-OLP-Heartbeat": "true",
                "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
-    return _sse_response(ChatStream(chat, pending, _stream_logger(chat, None),
+    return _sse_response(ChatStream(chat, pending, _stream_logger(chat, on_end),
                                     heartbeat_s=heartbeat_s, public_errors=_public(),
                                     dialect=dialect), headers)
 
 
 def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
-                     heartbeat_s: float | None, dialect: Dialect) -> Response:
+                     heartbeat_s: float | None, dialect: Dialect,
+                     on_end: StreamEnd) -> Response:
     headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
                                          answer.ignored_params, policy, answer.cache)}
-    return _sse_response(ChatStream(chat, answer, _stream_logger(chat, answer),
+    return _sse_response(ChatStream(chat, answer, _stream_logger(chat, on_end),
                                     heartbeat_s=heartbeat_s, public_errors=_public(),
                                     dialect=dialect), headers)
 
@@ -151,13 +162,14 @@ def _sse_response(body: ChatStream, headers: dict[str, str]) -> Response:
     return response
 
 
-def _stream_logger(chat: ChatRequest, answer: Answer | None) -> Callable[[str], None]:
+def _stream_logger(chat: ChatRequest, then: StreamEnd) -> ChatStream.OnEnd:
     t0, key = g.t0, g.principal.name  # the request context is gone while the body streams
 
-    def on_end(outcome: str) -> None:
+    def on_end(outcome: str, answer: Answer | None, failure: ChainFailed | None) -> None:
         log_request(chat, answer.hop.provider if answer else "-",
                     answer.model if answer else "-", 200, outcome, key=key,
                     seconds=trio.current_time() - t0)
+        then(outcome, answer, failure)
 
     return on_end
 
@@ -177,12 +189,21 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
 
 def context() -> RequestContext:
     """The engine's view of this request: the caller's cache namespace (its key's id) and
-    the client's ``Cache-Control`` (``no-store`` wins over ``no-cache``)."""
+    the client's ``Cache-Control`` (``no-store`` wins over ``no-cache``), and the key's
+    provider allow-list."""
     directives = {d.strip().lower() for d in
                   request.headers.get("Cache-Control", "").split(",")}
     mode: CacheMode = "no-store" if "no-store" in directives else \
         "no-cache" if "no-cache" in directives else "default"
-    return RequestContext(namespace=str(g.principal.key_id), cache_mode=mode)
+    return RequestContext(namespace=str(g.principal.key_id), cache_mode=mode,
+                          providers=key_policy(g.principal).providers)
+
+
+def key_policy(principal: object) -> KeyPolicy:
+    """The principal's :class:`~olp.store.KeyPolicy` (one without, such as the anonymous
+    guest, is unrestricted)."""
+    policy = getattr(principal, "policy", UNRESTRICTED)
+    return policy if isinstance(policy, KeyPolicy) else UNRESTRICTED
 
 
 def log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,

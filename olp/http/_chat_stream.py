@@ -79,16 +79,18 @@ class ChatStream:
     frame is a keep-alive). The first content frame carries the role delta too. The stream
     ends with ``finish``, the usage chunk when asked for, and ``[DONE]``; or, when the hop
     (or a pending chain) fails, with an ``error`` event and no ``[DONE]``, so clients raise.
-    ``on_end(outcome)`` is called once, with ``"ok"``, the error code, ``"disconnected"``, or
-    ``"shutdown"`` (the drain grace ended: an ``error`` event ends the body; see
-    :class:`~._stopping.Stopping`, read from :data:`STOPPING` when the stream is made).
+    ``on_end(outcome, answer, failure)`` is called once, with ``"ok"``, the error code,
+    ``"disconnected"``, or ``"shutdown"`` (the drain grace ended: an ``error`` event ends the
+    body; see :class:`~._stopping.Stopping`, read from :data:`STOPPING` when the stream is
+    made), the answer that streamed (``None`` if none opened) and, for a pending chain that
+    failed, its :class:`ChainFailed`.
     With ``heartbeat_s``, a ``: keepalive`` comment is sent after that much silence.
     ``public_errors`` (a key that is not the owner's): error events carry no upstream text.
     ``dialect`` writes the frames (OpenAI's chunks, or Anthropic's events; see
     :mod:`._dialect`): the rules above are the same for every dialect.
     """
 
-    OnEnd = Callable[[str], None]
+    OnEnd = Callable[[str, "Answer | None", "ChainFailed | None"], None]
 
     def __init__(self, chat: ChatRequest, answer: Answer | PendingAnswer, on_end: OnEnd, *,
                  heartbeat_s: float | None = None, public_errors: bool = False,
@@ -155,7 +157,7 @@ class ChatStream:
                 self._open(await self._pending.result())
             except ChainFailed as exc:
                 failure = chain_error_frame(self._chat, exc, public=self._public)
-                self._end(failure.log_code)
+                self._end(failure.log_code, exc)
                 return self._error_frame(failure.error)
             return None
         return KEEPALIVE
@@ -208,12 +210,12 @@ class ChatStream:
                 case _:
                     pass  # Start, Retrying: not for the client
 
-    def _end(self, outcome: str) -> None:
+    def _end(self, outcome: str, failure: ChainFailed | None = None) -> None:
         if not self._finished:
             self._finished = True
             if self._answer is not None:
                 self._answer.close()
-            self._on_end(outcome)
+            self._on_end(outcome, self._answer, failure)
 
     async def aclose(self) -> None:
         """Called by Quart when the response ends, normally or not. No checkpoint."""

@@ -100,8 +100,9 @@ class ChainError:
 
 def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) -> ChainError:
     """The one mapping of a failed chain: the first attempted hop's error decides; if every
-    hop was skipped, 400 when no hop can take the request, else 429 (every hop is cooling)
-    with the soonest reset as ``Retry-After``. ``public``: not the owner's key, so no
+    hop was skipped, 403 when the key's allow-list excludes every hop, 400 when no (allowed)
+    hop can take the request, else 429 (every hop is cooling) with the soonest reset as
+    ``Retry-After``. ``public``: not the owner's key, so no
     upstream text (see :func:`upstream_error`) and no cooldown reasons."""
     if exc.first is not None:
         hop, first = exc.first
@@ -110,7 +111,12 @@ def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) ->
                                                   f"{first.message}")
     hop = exc.route.hops[0]
     reasons = "; ".join(r.error_message for r in exc.records)
-    if exc.skip_codes <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
+    if exc.not_allowed:
+        message = (f"This API key may not use any provider of `{chat.model}` (its allow-list "
+                   "excludes them all); ask the proxy's owner, or use another model.")
+        return ChainError(ApiError(403, message, "permission_error", "provider_not_allowed",
+                                   "model"), hop, Code.KEY_POLICY, message)
+    if exc.skip_codes - {Code.KEY_POLICY} <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
         what = "tools" if chat.tools else "this request"
         code = "tools_unsupported" if chat.tools else "capability_unsupported"
         message = f"No hop of `{chat.model}` can take {what}: {reasons}"

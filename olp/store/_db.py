@@ -26,7 +26,7 @@ _T = TypeVar("_T")
 PAGE_CACHE_KIB: Final = 512
 
 # Schema history: entry i upgrades user_version i to i + 1. Append only; never edit a shipped
-# entry (later issues add the cache, usage ledger, cooldowns and audit tables here).
+# entry.
 MIGRATIONS: Final[tuple[str, ...]] = (
     """
     CREATE TABLE api_keys (
@@ -68,6 +68,61 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         name  TEXT PRIMARY KEY,
         value TEXT NOT NULL
     );
+    """,
+    # 4: a key's policy (olp.store.KeyPolicy): its provider allow-list (comma-separated;
+    # NULL = every provider) and its limits (JSON {"per_minute": 5, ...}; NULL = none).
+    """
+    ALTER TABLE api_keys ADD COLUMN providers TEXT;
+    ALTER TABLE api_keys ADD COLUMN limits TEXT;
+    """,
+    # 5: the usage ledger (olp.accounting): one row per key x provider x model x UTC day,
+    # added to in batches. `key` is the key's id as text (its cache namespace) or
+    # 'anonymous'; provider and model are '-' for a request no hop took.
+    """
+    CREATE TABLE usage (
+        day               TEXT NOT NULL,    -- UTC, YYYY-MM-DD
+        key               TEXT NOT NULL,
+        key_name          TEXT NOT NULL,
+        provider          TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        requests          INTEGER NOT NULL DEFAULT 0,
+        served            INTEGER NOT NULL DEFAULT 0,
+        refused           INTEGER NOT NULL DEFAULT 0,
+        failed_hops       INTEGER NOT NULL DEFAULT 0,
+        fallbacks         INTEGER NOT NULL DEFAULT 0,
+        cache_hits        INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        spawn_seconds     REAL NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, key, provider, model)
+    ) WITHOUT ROWID;
+    CREATE INDEX usage_key_day ON usage (key, day);
+    """,
+    # 6: the audit trail (olp.accounting): one row per request, refused ones included.
+    # Never prompt or answer text, never a secret.
+    """
+    CREATE TABLE audit (
+        id                INTEGER PRIMARY KEY,
+        at                REAL NOT NULL,    -- wall clock, when the request arrived
+        request_id        TEXT NOT NULL,
+        key               TEXT,             -- NULL: no valid key was sent
+        key_name          TEXT,
+        endpoint          TEXT NOT NULL,    -- e.g. 'POST /v1/chat/completions'
+        requested_model   TEXT,
+        provider          TEXT,
+        model             TEXT,
+        entry             TEXT,             -- the chain entry's name
+        hops              INTEGER NOT NULL DEFAULT 0,
+        status            INTEGER NOT NULL,
+        cache             TEXT,
+        stream            INTEGER NOT NULL DEFAULT 0,
+        latency_ms        INTEGER NOT NULL,
+        prompt_tokens     INTEGER,
+        completion_tokens INTEGER,
+        outcome           TEXT NOT NULL
+    );
+    CREATE INDEX audit_at ON audit (at);
+    CREATE INDEX audit_key_name_at ON audit (key_name, at);
     """,
 )
 

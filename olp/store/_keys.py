@@ -15,11 +15,12 @@ from __future__ import annotations
 import builtins
 import hashlib
 import hmac
+import json
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields, replace
 from functools import partial
 from typing import Final, Literal, Protocol
 
@@ -31,11 +32,66 @@ Tier = Literal["owner", "guest"]
 TOKEN_PREFIX: Final = "olp_"
 MAX_NAME_CHARS: Final = 64
 _MAX_TOKEN_CHARS: Final = 1024  # longer input is not ours; don't even hash it
-_COLUMNS: Final = "id, name, tier, prefix, source, created_at, revoked_at"
+_COLUMNS: Final = "id, name, tier, prefix, source, created_at, revoked_at, providers, limits"
 
 
 class KeyNameError(ValueError):
     """The key name is invalid or already used by an active key."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A key's limits; ``None`` = no limit. Request counts are per sliding minute and per UTC
+    calendar day, ISO week and month; tokens (prompt + completion) per UTC day."""
+
+    per_minute: int | None = None
+    per_day: int | None = None
+    per_week: int | None = None
+    per_month: int | None = None
+    tokens_per_day: int | None = None
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in self.as_dict().values())
+
+    def as_dict(self) -> dict[str, int]:
+        """The limits that are set, by name."""
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
+
+    @classmethod
+    def from_dict(cls, values: dict[str, object]) -> Limits:
+        """From :meth:`as_dict`'s shape; a value that is not a positive integer raises
+        ``ValueError``, and so does an unknown name."""
+        names = {f.name for f in fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown limit(s): {', '.join(sorted(unknown))}")
+        for name, value in values.items():
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                      or value < 1):
+                raise ValueError(f"{name} must be a whole number of at least 1")
+        return cls(**values)  # type: ignore[arg-type]
+
+    def merged(self, changes: dict[str, int]) -> Limits:
+        return replace(self, **changes)
+
+
+NO_LIMITS: Final = Limits()
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPolicy:
+    """What a key may do: the providers its requests may reach (``None`` = every one) and
+    its :class:`Limits`."""
+
+    providers: frozenset[str] | None = None
+    limits: Limits = field(default=NO_LIMITS)
+
+    def allows(self, provider: str) -> bool:
+        return self.providers is None or provider in self.providers
+
+
+UNRESTRICTED: Final = KeyPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +105,7 @@ class KeyRecord:
     source: str  # 'cli' | 'bootstrap' | 'env'
     created_at: float
     revoked_at: float | None
+    policy: KeyPolicy = UNRESTRICTED
 
     @property
     def active(self) -> bool:
@@ -66,6 +123,7 @@ class Principal:
     key_id: int
     name: str
     tier: Tier
+    policy: KeyPolicy = UNRESTRICTED
 
     @property
     def is_owner(self) -> bool:
@@ -103,15 +161,47 @@ class KeyStore:
         self._db = db
         self._clock = clock
 
-    def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]:
+    def create(self, name: str, tier: Tier = "guest",
+               policy: KeyPolicy = UNRESTRICTED) -> tuple[KeyRecord, str]:
         """Store a new key; returns its record and the plaintext token (shown once, never
         stored). Raises :class:`KeyNameError` for a bad or taken name."""
         name = _check_name(name)
         if tier not in ("owner", "guest"):
             raise ValueError(f"unknown tier {tier!r}")
         token = generate_token()
-        key_id = self._db.write(lambda c: _insert(c, name, tier, token, "cli", self._clock()))
-        return self._get(key_id), token
+
+        def insert(c: sqlite3.Connection) -> int:
+            key_id = _insert(c, name, tier, token, "cli", self._clock())
+            _store_policy(c, key_id, policy)
+            return key_id
+
+        return self._get(self._db.write(insert)), token
+
+    def update(self, id_or_name: int | str, *,
+               providers: frozenset[str] | None | Literal["keep"] = "keep",
+               limits: dict[str, int] | None = None,
+               clear_limits: bool = False) -> KeyRecord | None:
+        """Change an active key's policy: its allow-list (``None`` = every provider; the
+        default keeps it) and its limits (``clear_limits`` drops them all first, then
+        ``limits`` sets the ones named). ``None`` if no active key matched; a bad limit
+        raises ``ValueError``. A running server applies it within its 2 s lookup memo."""
+        where, arg = _where(id_or_name)
+        changes = Limits.from_dict(dict(limits or {})).as_dict()
+
+        def change(c: sqlite3.Connection) -> int | None:
+            row = c.execute(f"SELECT id, providers, limits FROM api_keys WHERE {where} "
+                            "AND revoked_at IS NULL", (arg,)).fetchone()
+            if row is None:
+                return None
+            old = _policy(row[1], row[2])
+            base = NO_LIMITS if clear_limits else old.limits
+            new = KeyPolicy(old.providers if providers == "keep" else providers,
+                            base.merged(changes))
+            _store_policy(c, int(row[0]), new)
+            return int(row[0])
+
+        key_id = self._db.write(change)
+        return None if key_id is None else self._get(key_id)
 
     def list(self) -> builtins.list[KeyRecord]:
         """All keys, revoked ones included, oldest first; no secrets."""
@@ -156,11 +246,12 @@ class KeyStore:
             return None
         digest = hash_token(token)
         row = self._db.read(lambda c: c.execute(
-            "SELECT id, name, tier, hash FROM api_keys WHERE hash = ? AND revoked_at IS NULL",
-            (digest,)).fetchone())
+            "SELECT id, name, tier, hash, providers, limits FROM api_keys "
+            "WHERE hash = ? AND revoked_at IS NULL", (digest,)).fetchone())
         if row is None or not hmac.compare_digest(row[3], digest):
             return None
-        return Principal(key_id=row[0], name=row[1], tier=_tier(row[2]))
+        return Principal(key_id=row[0], name=row[1], tier=_tier(row[2]),
+                         policy=_policy(row[4], row[5]))
 
     def ensure_owner(self, env_token: str | None) -> str | None:
         """Make sure an owner key exists; return a new plaintext token only if one was made.
@@ -305,12 +396,32 @@ def _tier(value: str) -> Tier:
     raise StoreError(f"unknown tier {value!r} in the database")
 
 
+def _store_policy(c: sqlite3.Connection, key_id: int, policy: KeyPolicy) -> None:
+    providers = None if policy.providers is None else ",".join(sorted(policy.providers))
+    limits = json.dumps(policy.limits.as_dict()) if policy.limits.any else None
+    c.execute("UPDATE api_keys SET providers = ?, limits = ? WHERE id = ?",
+              (providers, limits, key_id))
+
+
+def _policy(providers: object, limits: object) -> KeyPolicy:
+    """The policy stored in a row's ``providers`` and ``limits`` columns."""
+    allowed = None if not isinstance(providers, str) else \
+        frozenset(p for p in providers.split(",") if p)
+    try:
+        parsed = json.loads(limits) if isinstance(limits, str) else {}
+        set_limits = Limits.from_dict(parsed if isinstance(parsed, dict) else {})
+    except ValueError as exc:
+        raise StoreError(f"a key's stored limits are not valid: {exc}") from None
+    return KeyPolicy(allowed, set_limits)
+
+
 def _record(row: tuple[object, ...]) -> KeyRecord:
-    key_id, name, tier, prefix, source, created_at, revoked_at = row
+    key_id, name, tier, prefix, source, created_at, revoked_at, providers, limits = row
     assert isinstance(key_id, int) and isinstance(name, str) and isinstance(tier, str)
     assert isinstance(prefix, str) and isinstance(source, str)
     assert isinstance(created_at, float | int)
     assert revoked_at is None or isinstance(revoked_at, float | int)
     return KeyRecord(id=key_id, name=name, tier=_tier(tier), prefix=prefix, source=source,
                      created_at=float(created_at),
-                     revoked_at=None if revoked_at is None else float(revoked_at))
+                     revoked_at=None if revoked_at is None else float(revoked_at),
+                     policy=_policy(providers, limits))

@@ -56,8 +56,10 @@ def test_list_never_shows_secrets(home: Path, capsys: pytest.CaptureFixture[str]
     assert main(["keys", "list"]) == 0
     out = capsys.readouterr().out
     header, row = out.splitlines()
-    assert header.split() == ["ID", "NAME", "TIER", "PREFIX", "CREATED", "REVOKED"]
-    assert row.split()[:4] == ["1", "alice", "guest", f"{token[:12]}..."]
+    assert header.split() == ["ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "LIMITS", "TODAY",
+                              "CREATED", "REVOKED"]
+    assert row.split()[:7] == ["1", "alice", "guest", f"{token[:12]}...", "all", "none",
+                               "0req/0tok"]
     assert row.split()[-1] == "-"
     assert token not in out and token[12:20] not in out
 
@@ -165,3 +167,76 @@ def test_python_dash_m_olp(home: Path) -> None:
                           capture_output=True, text=True, timeout=60, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "No keys yet" in proc.stdout
+
+
+def test_create_and_update_limits_and_allow_lists(home: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "create", "kid", "--providers", "anthropic", "--per-minute", "5",
+                 "--tokens-per-day", "9000", "--json"]) == 0
+    made = json.loads(capsys.readouterr().out)
+    assert made["providers"] == ["anthropic"]
+    assert made["limits"] == {"per_minute": 5, "tokens_per_day": 9000}
+    assert main(["keys", "update", "kid", "--per-day", "100", "--json"]) == 0
+    updated = json.loads(capsys.readouterr().out)
+    assert updated["limits"] == {"per_minute": 5, "per_day": 100, "tokens_per_day": 9000}
+    assert main(["keys", "update", "kid", "--clear-limits", "--per-week", "7",
+                 "--all-providers", "--json"]) == 0
+    cleared = json.loads(capsys.readouterr().out)
+    assert cleared["limits"] == {"per_week": 7} and cleared["providers"] is None
+    assert main(["keys", "update", "kid", "--providers", "openai,anthropic"]) == 0
+    assert "providers anthropic,openai, limits 7/week" in capsys.readouterr().out
+    with Database(home / "olp.db") as db:
+        [record] = KeyStore(db).list()
+    assert record.policy.providers == frozenset({"anthropic", "openai"})
+    assert record.policy.limits.per_week == 7
+
+
+@pytest.mark.parametrize("args", [
+    ["keys", "create", "x", "--providers", "nobody"],
+    ["keys", "create", "x", "--providers", ","],
+    ["keys", "create", "x", "--per-minute", "0"],
+    ["keys", "create", "x", "--per-day", "many"],
+    ["keys", "update", "x", "--providers", "anthropic", "--all-providers"],
+])
+def test_bad_limit_or_provider_flags_are_usage_errors(home: Path, args: list[str],
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(args) == 2
+    assert capsys.readouterr().err
+
+
+def test_update_of_an_unknown_key_fails(home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["keys", "update", "ghost", "--per-day", "3"]) == 1
+    assert "no active key" in capsys.readouterr().err
+
+
+def test_usage_and_audit_read_the_database(home: Path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    import time as _time
+
+    import trio as _trio
+
+    from olp.accounting import AuditRow, Recorder, UsageDelta
+
+    with Database(home / "olp.db") as db:
+        recorder = Recorder(db)
+        recorder.record(AuditRow(
+            at=_time.time(), request_id="req_abc", key="1", key_name="kid",
+            endpoint="POST /v1/chat/completions", requested_model="smart",
+            provider="anthropic", model="m", entry="sub", hops=1, status=200, cache="miss",
+            stream=True, latency_ms=40, prompt_tokens=3, completion_tokens=4, outcome="ok"),
+            [UsageDelta("anthropic", "m", requests=1, served=1, prompt_tokens=3,
+                        completion_tokens=4, spawn_seconds=0.4)])
+        _trio.run(recorder.flush)
+    assert main(["usage", "--json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["key_name"], row["requests"], row["completion_tokens"]) == ("kid", 1, 4)
+    assert main(["usage", "--key", "kid"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].split()[:4] == ["DAY", "KEY", "PROVIDER", "MODEL"]
+    assert out.splitlines()[-1].split()[:3] == ["total", "1", "1"]
+    assert main(["audit", "--json", "--since", "2020-01-01"]) == 0
+    [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert line["request_id"] == "req_abc" and line["stream"] is True
+    assert main(["audit", "--key", "nobody"]) == 0
+    assert "No audit rows" in capsys.readouterr().out
+    assert main(["audit", "--since", "last tuesday"]) == 2

@@ -21,7 +21,7 @@ OLP_DIR: Final = Path(__file__).resolve().parents[2] / "olp"
 #: The layer of each unit (``olp.<first component>``); higher ranks import lower ones.
 RANKS: Final[dict[str, int]] = {
     "olp.ir": 0, "olp.store": 0, "olp.logs": 0,
-    "olp.failures": 1,
+    "olp.failures": 1, "olp.accounting": 1,
     "olp.actors": 2, "olp.cache": 2,
     "olp.config": 3, "olp.engine": 3,
     "olp.http": 4,
