@@ -96,8 +96,7 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
         if not provider.enabled:
             runtime.providers[name] = Provider(
                 provider, running=False, credentials=False, metered=report.metered,
-                problem="disabled",
-                fix=f"set providers.enabled.{name} to true (or remove it)")
+                problem="disabled", fix=enable_fix(name, spec.risk_tier if spec else "D"))
             continue
         runtime.providers[name] = Provider(provider, running=False, credentials=False,
                                            metered=report.metered)
@@ -126,6 +125,18 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
             problem="" if report.credentials else "no credentials",
             fix="" if report.credentials else report.fixes[-1])
     return runtime
+
+
+def enable_fix(name: str, tier: str) -> str:
+    """How to enable a disabled provider, by its risk tier (:data:`olp.actors.kit.RiskTier`)."""
+    if tier == "A":
+        return f"none: {name} is risk tier A ({kit.TIER_MEANING['A']})"
+    if tier == "B":
+        return (f"set providers.enabled.{name} and providers.{name}.consent to true (risk "
+                f"tier B: {kit.TIER_MEANING['B']})")
+    if tier == "C":
+        return f"set providers.enabled.{name} to true (risk tier C: opt-in)"
+    return f"set providers.enabled.{name} to true (or remove it)"
 
 
 def metered_source(settings: Settings, provider: ProviderSettings,

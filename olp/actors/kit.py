@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Final, Literal, Protocol, runtime_checkable
 
 import olp.actors
 from olp.ir import ChatRequest
@@ -33,13 +33,22 @@ SpecKind = Literal["cli", "http"]
 #: D: enabled by default. C: off until the owner enables it. B: C plus an explicit consent.
 #: A: refused.
 RiskTier = Literal["A", "B", "C", "D"]
+#: What each tier means (the OLP seed's risk tier guide), as ``olp doctor`` and config errors
+#: say it.
+TIER_MEANING: Final[Mapping[RiskTier, str]] = {
+    "D": "permissive: enabled by default",
+    "C": "a tightening signal without enforcement history: opt-in",
+    "B": "the vendor may revoke the account's key for use through a proxy: opt-in with "
+         "consent",
+    "A": "excluded: the vendor prohibits it",
+}
 #: Where a hop's capabilities come from: the models registry (a model missing from it is
 #: text only), or everything passed through to the upstream.
 CapabilitySource = Literal["registry", "passthrough"]
 
-__all__ = ["CapabilitySource", "Credentials", "MeteredFiles", "ProviderSpec", "RiskTier",
-           "SpecKind", "builtin_names", "builtin_specs", "cache_bypass", "find", "http_kinds",
-           "never_bypass", "resolve_binary", "spec_for"]
+__all__ = ["TIER_MEANING", "CapabilitySource", "Credentials", "MeteredFiles", "ProviderSpec",
+           "RiskTier", "SpecKind", "builtin_names", "builtin_specs", "cache_bypass", "find",
+           "http_kinds", "never_bypass", "resolve_binary", "spec_for"]
 
 
 @runtime_checkable

@@ -7,6 +7,7 @@ Each parser raises :class:`~olp.config.ConfigError` naming the variable; none ec
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final, Literal
@@ -37,7 +38,19 @@ def olp_home(environ: Mapping[str, str]) -> Path:
         raise ConfigError(f"{home}: cannot create OLP_HOME: {exc.strerror}") from None
     if not home.is_dir():
         raise ConfigError(f"{home}: OLP_HOME is not a directory")
+    _owner_only(home, 0o700)
     return home
+
+
+def _owner_only(path: Path, mode: int) -> None:
+    """Take group and other permissions off ``path`` if this user owns it (keys, the
+    database and the config may hold secrets); leave a path of another user alone."""
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(mode)
+    except OSError:
+        pass  # reported by whatever then fails to use it
 
 
 def port(raw: str | None) -> int:

@@ -142,8 +142,9 @@ def _position(data: bytes, message: str) -> str:
 
 
 def _check(config: Config, source: Path) -> None:
-    """Rules the types cannot express: provider kinds, names, safe paths, and each built-in
-    provider's idle limit (:attr:`~olp.actors.kit.ProviderSpec.max_idle_s`)."""
+    """Rules the types cannot express: provider kinds, names, safe paths, risk tiers (A
+    cannot be enabled; B needs ``consent``) and each built-in provider's idle limit
+    (:attr:`~olp.actors.kit.ProviderSpec.max_idle_s`)."""
     blocks = config.providers.blocks
     builtin = kit.builtin_names()
 
@@ -173,6 +174,19 @@ def _check(config: Config, source: Path) -> None:
     for name in config.providers.enabled:
         if name not in builtin and name not in blocks:
             fail(f"providers.enabled.{name}", f"unknown provider (no providers.{name} block)")
+    for name, on in config.providers.enabled.items():
+        written = blocks.get(name)
+        spec = kit.spec_for(name, "cli" if written is None or written.kind is None
+                            else written.kind)
+        if spec is None or not on:
+            continue
+        if spec.risk_tier == "A":
+            fail(f"providers.enabled.{name}", f"{name} is risk tier A ({kit.TIER_MEANING['A']})"
+                 " and cannot be enabled; remove the entry")
+        if spec.risk_tier == "B" and not (written is not None and written.consent):
+            fail(f"providers.{name}.consent", f"{name} is risk tier B "
+                 f"({kit.TIER_MEANING['B']}): set providers.{name}.consent to true to accept "
+                 f"that risk, or providers.enabled.{name} to false")
     for spec in kit.builtin_specs():
         written = blocks.get(spec.name)
         idle = written.timeouts.idle_s if written is not None and spec.kind == "cli" else None

@@ -68,6 +68,7 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     cli_retry_budget_s: Positive = 20.0  # a CLI's own retry storm, before its cause is answered
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
+    consent: bool = False  # the owner accepts a tier-B provider's risk (see olp.actors.kit)
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "

@@ -77,9 +77,19 @@ class Settings:
         return (*builtin, *extra)
 
     def enabled_providers(self) -> tuple[str, ...]:
-        """Providers not switched off in ``providers.enabled`` (absent means enabled)."""
-        enabled = self.config.providers.enabled
-        return tuple(n for n in self.provider_names() if enabled.get(n, True))
+        """Providers that run: see :meth:`is_enabled`."""
+        return tuple(n for n in self.provider_names() if self.is_enabled(n))
+
+    def is_enabled(self, name: str) -> bool:
+        """``providers.enabled.<name>`` when written; absent, a provider of risk tier D is
+        enabled and one of tier C or B is not (opt-in). Tier A never is (the config check
+        refuses enabling it)."""
+        block = self.config.providers.blocks.get(name)
+        spec = kit.spec_for(name, "cli" if block is None or block.kind is None else block.kind)
+        tier = spec.risk_tier if spec is not None else "D"
+        if tier == "A":
+            return False
+        return self.config.providers.enabled.get(name, tier == "D")
 
     def provider(self, name: str) -> ProviderSettings:
         """The ``providers.<name>`` block merged with defaults; ``KeyError`` if unknown."""
@@ -94,7 +104,7 @@ class Settings:
         return ProviderSettings(
             name=name,
             kind=kind,
-            enabled=self.config.providers.enabled.get(name, True),
+            enabled=self.is_enabled(name),
             max_concurrent=block.max_concurrent,
             timeouts=Timeouts(
                 first_output_s=_or(t.first_output_s, base.first_output_s),

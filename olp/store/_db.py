@@ -134,8 +134,8 @@ class StoreError(Exception):
 class Database:
     """One SQLite file (WAL, ``synchronous=NORMAL``) shared by every task and thread.
 
-    Opening creates the file (mode 0600) and applies pending migrations; that blocks, so do it
-    at start-up or via :meth:`open_async`.
+    Opening creates the file (mode 0600; an existing one of this user's is made 0600) and
+    applies pending migrations; that blocks, so do it at start-up or via :meth:`open_async`.
     """
 
     def __init__(self, path: Path | str, *, busy_timeout_ms: int = 5000) -> None:
@@ -143,6 +143,8 @@ class Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if not self.path.exists():  # SQLite gives -wal/-shm the same mode as the main file
             os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
+        for suffix in ("", "-wal", "-shm"):  # one made looser (a copy, an old OLP): 0600
+            _owner_only(Path(f"{self.path}{suffix}"))
         self._lock = threading.Lock()
         self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
@@ -217,6 +219,15 @@ class Database:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _owner_only(path: Path) -> None:
+    try:
+        st = path.stat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077:
+            path.chmod(0o600)
+    except FileNotFoundError:
+        pass
 
 
 def _statements(script: str) -> list[str]:

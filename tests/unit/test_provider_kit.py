@@ -211,7 +211,8 @@ def test_without_the_subpackage_the_name_is_not_built_in(tmp_path: Path) -> None
 
 def test_doctor_resolves_and_reports_a_new_provider(frob: ProviderSpec, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    config = {"providers": {"enabled": {"anthropic": False, "openai": False, "mistral": False},
+    config = {"providers": {"enabled": {"anthropic": False, "openai": False, "mistral": False,
+                                        "frob": True},  # tier C: opt-in
                             "frob": {"sandbox": False}}}
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("HOME", str(tmp_path))
