@@ -126,6 +126,11 @@ def _parser() -> argparse.ArgumentParser:
     audit.add_argument("--json", action="store_true", help="print JSON lines, one per row")
     audit.set_defaults(handler=_audit)
 
+    quota = sub.add_parser("quota", help="each provider's state, the usage windows its CLI "
+                                         "reported, OLP's own counts and the next reset")
+    quota.add_argument("--json", action="store_true", help="print the view as JSON")
+    quota.set_defaults(handler=_quota)
+
     doctor = sub.add_parser("doctor", help="check each provider's binary, version and "
                                            "credentials, with the fix for each problem")
     doctor.add_argument("--probe", action="store_true",
@@ -145,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
     clear = cache_sub.add_parser("clear", help="delete cached answers")
     clear.add_argument("--key", help="only this API key's answers (its id)")
     clear.set_defaults(handler=_cache_clear)
-    for command in (reset, stats, clear):
+    for command in (reset, stats, clear, quota):
         command.add_argument("--url", help="the running proxy (default: OLP_BIND/OLP_PORT)")
         command.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
     return parser
@@ -362,6 +367,53 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
                       r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
     _print_rows(cells, sys.stdout)
     return 0
+
+
+def _quota(settings: Settings, args: argparse.Namespace) -> int:
+    """The running proxy's quota view; with none running, what the last one saved (its
+    cooldowns, circuits and the CLIs' reports) and the database's counts."""
+    from olp.accounting import quota_figures, quota_view
+    from olp.store import LEDGER_STATE
+
+    view = _owner_call(settings, args, "GET", "/v0/management/quota")
+    if view is None:
+        now = time.time()
+        with Database(settings.db_path) as db:
+            state = StateStore(db)
+            health = state.load(HEALTH_STATE) or {}
+            ledger = state.load(LEDGER_STATE) or {}
+            figures = quota_figures(db, now)
+        view = quota_view(settings.enabled_providers(), health=health,
+                          reported=ledger.get("reported", {}), soft={}, unavailable={},
+                          figures=figures, now=now)
+        view["running"] = False
+    if args.json:
+        print(json.dumps(view))
+        return 0
+    if view.get("running") is False:
+        print("No proxy answered: the state it last saved, and the database's counts.")
+    rows = [("PROVIDER", "STATE", "UNTIL", "REPORTED", "5H_REQ", "DAY_REQ", "DAY_TOKENS",
+             "NEXT_RESET")]
+    for name, p in view["providers"].items():
+        reported = ",".join(
+            f"{w}:{r['status']}" + (f"@{100 * r['utilization']:.0f}%"
+                                    if r.get("utilization") is not None else "")
+            for w, r in p["reported"].items()) or "-"
+        rows.append((name, p["state"], _at(p["until"]), reported,
+                     str(p["ledger"]["five_hour"]["requests"]),
+                     str(p["ledger"]["day"]["requests"]), str(p["ledger"]["day"]["tokens"]),
+                     _at(p["next_reset"])))
+    _print_rows(rows, sys.stdout)
+    for name, p in view["providers"].items():
+        if p["reason"]:
+            print(f"{name}: {p['reason']}")
+    if view.get("soonest_reset"):
+        print(f"Soonest reset: {_at(view['soonest_reset'])}")
+    return 0
+
+
+def _at(ts: float | None) -> str:
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
 
 
 def _print_rows(rows: Sequence[Sequence[str]], out: TextIO) -> None:

@@ -13,6 +13,8 @@ from ._recorder import UsageDelta as UsageDelta
 from ._views import MAX_AUDIT_LIMIT as MAX_AUDIT_LIMIT
 from ._views import audit_page as audit_page
 from ._views import load_counts as load_counts
+from ._views import quota_figures as quota_figures
+from ._views import quota_view as quota_view
 from ._views import today_by_key as today_by_key
 from ._views import usage_report as usage_report
 from ._views import usage_totals as usage_totals

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
 from olp.store import Database
 
@@ -15,6 +16,7 @@ from ._recorder import AUDIT_COLUMNS, COUNTERS
 from ._windows import WINDOWS, day_of, window_start
 
 MAX_AUDIT_LIMIT = 1000
+FIVE_HOURS: Final = 5 * 3600.0
 
 
 def load_counts(db: Database, now: float) -> dict[str, Seed]:
@@ -102,3 +104,80 @@ def audit_page(db: Database, *, key_name: str | None = None, since: float | None
     for row in out:
         row["stream"] = bool(row["stream"])
     return out, (out[-1]["id"] if out else cursor)
+
+
+def quota_figures(db: Database, now: float) -> dict[str, dict[str, dict[str, int]]]:
+    """OLP's own count per provider over the soft-trigger windows: the last five hours (from
+    the audit trail: requests served or tried first there) and today (UTC, from the ledger;
+    failed hops included)."""
+
+    def read(c: sqlite3.Connection) -> dict[str, dict[str, dict[str, int]]]:
+        out: dict[str, dict[str, dict[str, int]]] = {}
+        for provider, requests, tokens in c.execute(
+                "SELECT provider, COUNT(*), SUM(COALESCE(prompt_tokens, 0) + "
+                "COALESCE(completion_tokens, 0)) FROM audit WHERE at >= ? AND provider IS "
+                "NOT NULL GROUP BY provider", (now - FIVE_HOURS,)):
+            out.setdefault(provider, _empty_figures())["five_hour"] = {
+                "requests": int(requests), "tokens": int(tokens or 0)}
+        for provider, requests, failed, tokens in c.execute(
+                "SELECT provider, SUM(requests), SUM(failed_hops), "
+                "SUM(prompt_tokens + completion_tokens) FROM usage WHERE day = ? AND "
+                "provider != '-' GROUP BY provider", (day_of(now),)):
+            out.setdefault(provider, _empty_figures())["day"] = {
+                "requests": int(requests), "failed_hops": int(failed), "tokens": int(tokens)}
+        return out
+
+    return db.read(read)
+
+
+def _empty_figures() -> dict[str, dict[str, int]]:
+    return {"five_hour": {"requests": 0, "tokens": 0},
+            "day": {"requests": 0, "failed_hops": 0, "tokens": 0}}
+
+
+def quota_view(providers: Sequence[str], *, health: Mapping[str, Any],
+               reported: Mapping[str, Mapping[str, Mapping[str, Any]]],
+               soft: Mapping[str, tuple[str, float | None]],
+               unavailable: Mapping[str, str],
+               figures: Mapping[str, Mapping[str, Mapping[str, int]]],
+               now: float) -> dict[str, Any]:
+    """Each provider's quota state, from plain data (the running proxy's, or what a stopped
+    one saved): ``health`` is :meth:`HealthBook.snapshot`'s shape, ``reported`` the CLIs'
+    window reports, ``soft`` the soft triggers that skip a provider now (message, seconds
+    left), ``unavailable`` providers that cannot run (and why), ``figures``
+    :func:`quota_figures`.
+
+    A provider's ``state`` is the first of ``unavailable``, ``cooling`` (until a usage
+    window or rate limit resets), ``circuit_open``, ``soft_budget_spent``, ``ok``;
+    ``next_reset`` the soonest future reset it knows of; the top-level ``soonest_reset`` the
+    soonest of those."""
+    out: dict[str, Any] = {}
+    for name in providers:
+        cooling = [c for c in health.get("cooldowns", [])
+                   if c["provider"] == name and c["until"] > now]
+        circuits = [c for c in health.get("circuits", [])
+                    if c["provider"] == name and c["open_until"] > now]
+        windows = {w: dict(r) for w, r in reported.get(name, {}).items()}
+        resets = [float(r["resets_at"]) for r in windows.values()
+                  if r.get("resets_at") is not None and r["resets_at"] > now]
+        state, until, reason = "ok", None, None
+        if name in unavailable:
+            state, reason = "unavailable", unavailable[name]
+        elif cooling:
+            first = min(cooling, key=lambda c: c["until"])
+            state, until, reason = "cooling", float(first["until"]), first["reason"]
+        elif circuits:
+            state, until = "circuit_open", float(circuits[0]["open_until"])
+            reason = f"{circuits[0].get('recent_failures', 0)} recent failures"
+        elif name in soft:
+            message, left = soft[name]
+            state, reason = "soft_budget_spent", message
+            until = None if left is None else now + left
+        if until is not None:
+            resets.append(until)
+        out[name] = {"state": state, "until": until, "reason": reason, "reported": windows,
+                     "ledger": figures.get(name, _empty_figures()),
+                     "next_reset": min(resets) if resets else None}
+    soonest = [p["next_reset"] for p in out.values() if p["next_reset"] is not None]
+    return {"object": "quota", "now": now, "soonest_reset": min(soonest) if soonest else None,
+            "providers": out}

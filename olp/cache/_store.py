@@ -38,7 +38,7 @@ from typing import Final, Protocol
 import msgspec
 import trio
 
-from olp.ir import Error, Event, Retrying, Stop
+from olp.ir import Error, Event, QuotaReport, Retrying, Stop
 from olp.store import Database
 
 from ._lru import ByteBoundedLRU
@@ -204,7 +204,8 @@ class CacheStore:
 
         Refused (False): an empty list, one that does not end in :class:`Stop` or contains an
         :class:`Error`, or one larger than ``max_entry_bytes`` (or the total bound).
-        :class:`Retrying` events are dropped: they describe the attempt, not the answer.
+        :class:`Retrying` and :class:`QuotaReport` events are dropped: they describe the
+        attempt, not the answer.
         Writing may evict the namespace's or everyone's least recently used entries (the
         last-used times noted in memory are written first, in the same transaction);
         expired entries are purged on the way.
@@ -214,7 +215,7 @@ class CacheStore:
             await trio.lowlevel.checkpoint()
             return False
         now = self._clock()
-        kept = [e for e in events if not isinstance(e, Retrying)]
+        kept = [e for e in events if not isinstance(e, Retrying | QuotaReport)]
         limit = min(self.max_entry_bytes, self.max_total_bytes)
         per_ns = self.max_entries_per_namespace
         total = self.max_total_bytes

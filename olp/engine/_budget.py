@@ -5,6 +5,11 @@ an injectable wall clock): ``daily_request_count_threshold`` against today's req
 ``five_hour_window_percent_threshold`` against ``five_hour_window_budget_requests`` over the
 last five hours, ``credit_pool_percent_threshold`` against ``credit_pool_budget_tokens`` for
 the current calendar month (UTC).
+
+Where the CLI itself reports a window's use (:class:`~olp.ir.QuotaReport`, e.g. claude's
+``rate_limit_event`` for its five-hour window), that figure wins over the proxy's count: the
+threshold is checked against the reported utilization, and the skip lasts until the window's
+reported reset. Reports are kept (and persisted) for every provider, for the quota view.
 """
 
 from __future__ import annotations
@@ -15,11 +20,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from olp.failures import Code
+from olp.ir import QuotaReport
 
 from ._health import Skip
 
 FIVE_HOURS = 5 * 3600.0
+#: The reported window that ``five_hour_window_percent_threshold`` reads.
+FIVE_HOUR_WINDOW = "five_hour"
+#: The reported window that ``credit_pool_percent_threshold`` reads, when a CLI reports one.
+CREDIT_WINDOW = "credit_pool"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +50,23 @@ class Ledger:
         self._clock = clock
         self._requests: dict[str, deque[float]] = defaultdict(deque)
         self._tokens: dict[tuple[str, str], int] = defaultdict(int)  # (provider, month)
+        # provider -> window -> (the CLI's last report, when it came)
+        self._reported: dict[str, dict[str, tuple[QuotaReport, float]]] = {}
         self.version = 0  # bumped on every change, so callers know when to persist
+
+    def report(self, provider: str, event: QuotaReport) -> None:
+        """What ``provider``'s CLI said of one of its usage windows (the latest wins)."""
+        self._reported.setdefault(provider, {})[event.window] = (event, self._clock())
+        self.version += 1
+
+    def reported(self, provider: str) -> dict[str, tuple[QuotaReport, float]]:
+        """``provider``'s current reports by window, with when each came: a report whose
+        window has reset since (or, without a reset time, older than five hours) is gone."""
+        now = self._clock()
+        return {window: (event, seen) for window, (event, seen)
+                in self._reported.get(provider, {}).items()
+                if (event.resets_at > now if event.resets_at is not None
+                    else seen > now - FIVE_HOURS)}
 
     def record(self, provider: str, *, tokens: int = 0) -> None:
         """One request to ``provider`` (failed hops count too) and the tokens it used. Only
@@ -64,7 +92,10 @@ class Ledger:
         """The counts as plain data (the last day's request times, this month's tokens)."""
         month = _month(self._clock())
         return {"requests": {p: list(t) for p, t in self._requests.items() if t},
-                "tokens": {p: n for (p, m), n in self._tokens.items() if m == month}}
+                "tokens": {p: n for (p, m), n in self._tokens.items() if m == month},
+                "reported": {p: {w: {**msgspec.structs.asdict(e), "seen_at": seen}
+                                 for w, (e, seen) in self.reported(p).items()}
+                             for p in self._reported if self.reported(p)}}
 
     def restore(self, snapshot: dict[str, Any]) -> None:
         """Load a :meth:`snapshot` (times are absolute on this ledger's clock)."""
@@ -73,6 +104,16 @@ class Ledger:
             self._requests[provider] = deque(float(t) for t in times if t > now - 86400.0)
         for provider, tokens in snapshot.get("tokens", {}).items():
             self._tokens[(provider, month)] = int(tokens)
+        for provider, windows in snapshot.get("reported", {}).items():
+            for window, data in windows.items():
+                try:
+                    event = QuotaReport(window=window, status=str(data["status"]),
+                                        utilization=data.get("utilization"),
+                                        resets_at=data.get("resets_at"))
+                    self._reported.setdefault(provider, {})[window] = (
+                        event, float(data["seen_at"]))
+                except (KeyError, TypeError, ValueError, msgspec.ValidationError):
+                    continue  # a report OLP no longer reads: forget it
         self.version += 1
 
     def check(self, provider: str) -> Skip | None:
@@ -86,20 +127,40 @@ class Ledger:
             if today >= limits.daily_request_count_threshold:
                 return Skip(Code.SOFT_TRIGGER, f"{provider}: {today} requests today reached "
                             f"daily_request_count_threshold", _seconds_to_next_day(now))
+        reported = self.reported(provider)
+        for threshold, window, what in (
+                (limits.five_hour_window_percent_threshold, FIVE_HOUR_WINDOW, "five-hour window"),
+                (limits.credit_pool_percent_threshold, CREDIT_WINDOW, "credit pool")):
+            got = reported.get(window)
+            if threshold is None or got is None or got[0].utilization is None:
+                continue
+            event = got[0]
+            used = 100.0 * (event.utilization or 0.0)
+            if used >= threshold:
+                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of its {what} used "
+                            "(as its CLI reported)",
+                            None if event.resets_at is None else event.resets_at - now)
         if (limits.five_hour_window_percent_threshold is not None
+                and not _has_figure(reported, FIVE_HOUR_WINDOW)
                 and limits.five_hour_window_budget_requests):
             recent = [t for t in times if t > now - FIVE_HOURS]
             used = 100.0 * len(recent) / limits.five_hour_window_budget_requests
             if used >= limits.five_hour_window_percent_threshold:
                 return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the five-hour "
                             f"request budget used", recent[0] + FIVE_HOURS - now)
-        if limits.credit_pool_percent_threshold is not None and limits.credit_pool_budget_tokens:
+        if limits.credit_pool_percent_threshold is not None \
+                and not _has_figure(reported, CREDIT_WINDOW) and limits.credit_pool_budget_tokens:
             used = 100.0 * self._tokens.get((provider, _month(now)), 0) \
                 / limits.credit_pool_budget_tokens
             if used >= limits.credit_pool_percent_threshold:
                 return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the monthly token "
                             f"budget used", None)
         return None
+
+
+def _has_figure(reported: dict[str, tuple[QuotaReport, float]], window: str) -> bool:
+    got = reported.get(window)
+    return got is not None and got[0].utilization is not None
 
 
 def _day(t: float) -> str:

@@ -30,6 +30,7 @@ from olp.ir import (
     Event,
     EventSource,
     ImagePart,
+    QuotaReport,
     Retrying,
     Start,
     Stop,
@@ -210,13 +211,17 @@ class Answer:
         self.ignored_params = ignored_params(self.hop, walk.request)
         self._ledger = walk.engine.ledger if attempt.spawned else None  # a hit used nothing
         self._source = attempt.source
+        self._engine = walk.engine
         self._pending = deque(prelude)
         self._done = False
-        for event in prelude:
-            self._note(event)
+        for event in prelude:  # its quota reports were noted as they came
+            if not isinstance(event, QuotaReport):
+                self._note(event)
 
     def _note(self, event: Event) -> None:
-        if isinstance(event, Start):
+        if isinstance(event, QuotaReport):
+            self._engine.note_quota(self.hop.provider, event)
+        elif isinstance(event, Start):
             self.model = event.model
         elif isinstance(event, Usage):
             self.usage = event
@@ -297,6 +302,12 @@ class Engine:
         if self._on_change is not None:
             self._on_change()
 
+    def note_quota(self, provider: str, event: QuotaReport) -> None:
+        """A CLI's report on one of its usage windows: kept by the ledger (soft triggers and
+        the quota view read it)."""
+        self.ledger.report(provider, event)
+        self.changed()
+
     def skip_reason(self, hop: Hop, request: ChatRequest, *,
                     after: tuple[Hop, Error] | None) -> Skip | None:
         """Why ``hop`` must not be spawned for ``request`` now, or ``None``."""
@@ -348,7 +359,7 @@ class Engine:
             hop, source = attempt.hop, attempt.source
             try:
                 first = await _until_first_content(source, hop, walk)
-                outcome = await _rest(source, hop, first) if isinstance(first, list) \
+                outcome = await _rest(source, hop, first, self) if isinstance(first, list) \
                     else ([], first)
             except BaseException:
                 source.abandon()
@@ -402,6 +413,8 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
             assert storm is not None
             return storm.error(hop, now=trio.current_time(), deadline=event is not None,
                                resting_s=engine.health.resting(hop.provider, hop.model))
+        if isinstance(event, QuotaReport):
+            engine.note_quota(hop.provider, event)
         if isinstance(event, Error):
             return event
         if isinstance(event, Retrying) and is_storm(event):
@@ -413,7 +426,7 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: _Walk
             return prelude
 
 
-async def _rest(source: EventSource, hop: Hop, events: list[Event]
+async def _rest(source: EventSource, hop: Hop, events: list[Event], engine: Engine
                 ) -> list[Event] | tuple[list[Event], Error]:
     """Collect the rest of a hop's answer: all events, or those before its error."""
     while not is_terminal(events[-1]):
@@ -421,6 +434,8 @@ async def _rest(source: EventSource, hop: Hop, events: list[Event]
             event = await source.receive()
         except trio.EndOfChannel:
             event = _lost(hop)
+        if isinstance(event, QuotaReport):
+            engine.note_quota(hop.provider, event)
         if isinstance(event, Error):
             return events, event
         events.append(event)

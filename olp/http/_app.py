@@ -366,7 +366,20 @@ def create_app(services: Services) -> QuartTrio:
         services.engine.changed()
         return _json({"reset": cleared})
 
-    _views.add_routes(app, services.db, owner_only=_owner_only)
+    def quota_inputs() -> dict[str, Any]:
+        """The running proxy's side of the quota view (:func:`olp.accounting.quota_view`)."""
+        names = list(dict.fromkeys([*services.provider_info, *services.actors]))
+        ledger = services.engine.ledger
+        soft = {n: (skip.message, skip.retry_after_s) for n in names
+                if (skip := ledger.check(n)) is not None}
+        unavailable = {n: "; ".join(info.get("problems") or []) or "disabled"
+                       for n, info in services.provider_info.items()
+                       if n not in services.actors}
+        return {"providers": names, "health": services.engine.health.snapshot(),
+                "reported": ledger.snapshot().get("reported", {}), "soft": soft,
+                "unavailable": unavailable}
+
+    _views.add_routes(app, services.db, owner_only=_owner_only, quota_inputs=quota_inputs)
     return app
 
 

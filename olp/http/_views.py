@@ -1,5 +1,5 @@
-"""The usage and audit views: ``GET /v0/usage`` (any key: its own usage, never another's),
-``GET /v0/management/usage`` and ``GET /v0/management/audit`` (the owner's key only).
+"""The usage, audit and quota views: ``GET /v0/usage`` (any key: its own usage, never
+another's), ``GET /v0/management/usage``, ``/audit`` and ``/quota`` (the owner's key only).
 
 Each reads the database in a worker thread (the recorder commits every 250 ms, so a request
 is in them within about a quarter of a second of its end).
@@ -21,6 +21,8 @@ from olp.accounting import (
     MAX_AUDIT_LIMIT,
     audit_page,
     parse_since,
+    quota_figures,
+    quota_view,
     usage_report,
     usage_totals,
 )
@@ -31,10 +33,22 @@ from ._errors import ApiError
 MAX_DAYS = 400
 
 
-def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], None]) -> None:
-    """Register the views on ``app`` (none without a database)."""
+def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], None],
+               quota_inputs: Callable[[], dict[str, Any]]) -> None:
+    """Register the views on ``app`` (none without a database). ``quota_inputs`` gives the
+    running proxy's side of the quota view (providers, health, reports, soft skips)."""
     if db is None:
         return
+
+    @app.get("/v0/management/quota")
+    async def quota() -> Response:
+        """Per provider: its state (ok, cooling until, circuit open, soft budget spent,
+        unavailable), the usage windows its CLI reported, OLP's own count over the last five
+        hours and today, and the soonest reset. Owner only."""
+        owner_only()
+        now = time.time()
+        figures = await trio.to_thread.run_sync(quota_figures, db, now)
+        return _json(quota_view(**quota_inputs(), figures=figures, now=now))
 
     @app.get("/v0/usage")
     async def own_usage() -> Response:

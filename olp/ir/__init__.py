@@ -9,6 +9,7 @@ from ._events import Content as Content
 from ._events import Error as Error
 from ._events import Event as Event
 from ._events import FinishReason as FinishReason
+from ._events import QuotaReport as QuotaReport
 from ._events import Retrying as Retrying
 from ._events import Start as Start
 from ._events import Stop as Stop

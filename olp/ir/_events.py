@@ -75,6 +75,21 @@ class Retrying(_Event, frozen=True, tag="retrying"):
     bounded: bool = False
 
 
+class QuotaReport(_Event, frozen=True, tag="quota"):
+    """The CLI said how much of one of the account's usage windows is used (claude's
+    ``rate_limit_event``). Not content; never cached.
+
+    ``window`` as the CLI names it (``five_hour``, ``seven_day``, ...); ``status``
+    ``allowed``, ``allowed_warning`` or ``rejected``; ``utilization`` a fraction (0..1) when
+    given; ``resets_at`` wall-clock seconds when given.
+    """
+
+    window: str
+    status: str
+    utilization: float | None = None
+    resets_at: float | None = None
+
+
 class Stop(_Event, frozen=True, tag="stop"):
     """Terminal: the answer is complete."""
 
@@ -91,7 +106,7 @@ class Error(_Event, frozen=True, tag="error"):
     retry_after_s: float | None = None
 
 
-Event = Start | TextDelta | ToolCallDelta | Usage | Retrying | Stop | Error
+Event = Start | TextDelta | ToolCallDelta | Usage | Retrying | QuotaReport | Stop | Error
 Terminal = Stop | Error
 Content = TextDelta | ToolCallDelta
 

@@ -27,6 +27,7 @@ from olp.engine import (
 from olp.ir import (
     ChatRequest,
     Error,
+    QuotaReport,
     Retrying,
     Stop,
     TextDelta,
@@ -389,3 +390,43 @@ async def test_a_bounded_proxy_retry_is_let_finish(autojump_clock: trio.testing.
     await start(engine, nursery)
     assert await served_by(engine) == "a" and trio.current_time() == 2
     assert spawners["b"].runs == []
+
+
+async def test_a_window_the_cli_reports_drives_the_five_hour_trigger_until_it_resets(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    report = QuotaReport(window="five_hour", status="allowed_warning", utilization=0.93,
+                         resets_at=3600.0)
+    used = [Line(0.5, event_line(report)), *OK]
+    ledger = Ledger({"a": SoftLimits(five_hour_window_percent_threshold=90)},
+                    clock=trio.current_time)
+    engine, spawners = build({"a": [used], "b": [OK]}, ledger=ledger)
+    await start(engine, nursery)
+    assert await served_by(engine) == "a"  # the report came with this answer
+    assert trio.current_time() == 1.5
+    answer = await engine.open(REQ)
+    [skip] = answer.records
+    assert (answer.hop.provider, skip.code) == ("b", "SOFT_TRIGGER")
+    assert "93% of its five-hour window used" in skip.error_message
+    assert skip.retry_after_s == 3600.0 - 1.5  # until the window the CLI reported resets
+    answer.close()
+    autojump_clock.jump(3600)
+    assert await served_by(engine) == "a"  # reset: the report is gone
+    assert len(spawners["a"].runs) == 2
+
+
+async def test_a_report_before_a_failure_is_kept_and_never_reaches_the_answer(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    rejected = QuotaReport(window="five_hour", status="rejected", utilization=1.0,
+                           resets_at=7200.0)
+    engine, _ = build({"a": [[Line(0.5, event_line(rejected)),
+                              *fail(0.5, "usage_window", "USAGE_WINDOW")]],
+                       "b": [[Line(0.5, event_line(rejected)), *OK]]})
+    await start(engine, nursery)
+    done = await engine.complete(REQ)
+    assert done.hop.provider == "b"
+    assert {w: e.status for w, (e, _) in engine.ledger.reported("a").items()} == \
+        {"five_hour": "rejected"}
+    assert "b" in engine.ledger.snapshot()["reported"]
+    restored = Ledger(clock=trio.current_time)
+    restored.restore(engine.ledger.snapshot())
+    assert restored.reported("a")["five_hour"][0] == rejected

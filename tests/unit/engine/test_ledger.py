@@ -11,10 +11,10 @@ def test_a_provider_without_soft_triggers_is_not_counted() -> None:
         ledger.record("b", tokens=10)
         ledger.add_tokens("b", 3)
     assert ledger.version == 0  # nothing to persist
-    assert ledger.snapshot() == {"requests": {}, "tokens": {}}
+    assert ledger.snapshot() == {"requests": {}, "tokens": {}, "reported": {}}
     ledger.record("a", tokens=7)
     assert ledger.version == 1
-    assert ledger.snapshot() == {"requests": {"a": [1000.0]}, "tokens": {"a": 7}}
+    assert ledger.snapshot() == {"requests": {"a": [1000.0]}, "tokens": {"a": 7}, "reported": {}}
 
 
 def test_the_counted_provider_is_still_skipped_at_its_threshold() -> None:
