@@ -5,8 +5,13 @@ Line handling (schema in ``cli-reference/claude/README.md``):
 * ``system/init`` → nothing, unless it lists OLP's tool bridge (the MCP server ``olp``,
   configured only when tools were offered) with a status other than ``connected``: then a
   terminal ``TOOL_BRIDGE_FAILED`` (claude would answer without the tools).
-* ``system/status``, ``rate_limit_event``, ``user`` and unknown types → nothing. Lines that
-  are not JSON objects, or whose fields have unexpected types → nothing.
+* ``rate_limit_event`` (claude signed in with a subscription's OAuth token derives it from
+  the API's ``anthropic-ratelimit-unified-*`` headers; ``tests/fixtures/cli-reference/claude/
+  rate_limit_event``) → one :class:`QuotaReport` per window in ``unifiedWindows``
+  (``five_hour``, ``seven_day``, ...), and one for ``rateLimitType`` when it names another;
+  a bare ``{"status": "allowed"}`` → nothing.
+* ``system/status``, ``user`` and unknown types → nothing. Lines that are not JSON objects,
+  or whose fields have unexpected types → nothing.
 * ``system/api_retry`` → :class:`Retrying`.
 * ``stream_event``: ``message_start`` → :class:`Start` (when the model changes);
   ``text_delta`` → :class:`TextDelta`; ``content_block_start`` of a ``tool_use`` block of
@@ -55,6 +60,7 @@ from olp.ir import (
     Error,
     Event,
     FinishReason,
+    QuotaReport,
     Retrying,
     Start,
     Stop,
@@ -71,6 +77,24 @@ STDERR_LIMIT: Final = 200
 class _Envelope(msgspec.Struct):
     type: str = ""
     subtype: str | None = None
+
+
+class _Window(msgspec.Struct):
+    utilization: float | None = None
+    resetsAt: float | None = None  # noqa: N815 - claude's name
+    status: str | None = None
+
+
+class _RateLimitInfo(msgspec.Struct):
+    status: str = "allowed"
+    resetsAt: float | None = None  # noqa: N815
+    rateLimitType: str | None = None  # noqa: N815
+    utilization: float | None = None
+    unifiedWindows: dict[str, _Window] = msgspec.field(default_factory=dict)  # noqa: N815
+
+
+class _RateLimitEvent(msgspec.Struct):
+    rate_limit_info: _RateLimitInfo
 
 
 class _ApiRetry(msgspec.Struct):
@@ -175,6 +199,7 @@ class _Result(msgspec.Struct):
 _ENVELOPE: Final = msgspec.json.Decoder(_Envelope)
 _INIT: Final = msgspec.json.Decoder(_Init)
 _API_RETRY: Final = msgspec.json.Decoder(_ApiRetry)
+_RATE_LIMIT_EVENT: Final = msgspec.json.Decoder(_RateLimitEvent)
 _STREAM_EVENT: Final = msgspec.json.Decoder(_StreamEvent)
 _ASSISTANT: Final = msgspec.json.Decoder(_Assistant)
 _RESULT: Final = msgspec.json.Decoder(_Result)
@@ -218,6 +243,8 @@ class AnthropicParser:
                 return self._assistant(_ASSISTANT.decode(line))
             if envelope.type == "result":
                 return self._result(_RESULT.decode(line))
+            if envelope.type == "rate_limit_event":
+                return _quota_reports(_RATE_LIMIT_EVENT.decode(line).rate_limit_info)
             if envelope.type == "system" and envelope.subtype == "api_retry":
                 return (self._retry(_API_RETRY.decode(line)),)
             if envelope.type == "system" and envelope.subtype == "init":
@@ -423,3 +450,19 @@ _T = TypeVar("_T")
 
 def _first(*values: _T | None) -> _T | None:
     return next((v for v in values if v is not None), None)
+
+
+def _quota_reports(info: _RateLimitInfo) -> tuple[QuotaReport, ...]:
+    """A ``rate_limit_event``'s windows as reports. A window's own ``status`` when it has
+    one; else the event's, if the event is about that window (``rateLimitType``); else
+    ``allowed``."""
+    def status(window: str, own: str | None) -> str:
+        return own or (info.status if window == info.rateLimitType else "allowed")
+
+    reports = [QuotaReport(window=name, status=status(name, w.status),
+                           utilization=w.utilization, resets_at=w.resetsAt)
+               for name, w in info.unifiedWindows.items()]
+    if info.rateLimitType is not None and info.rateLimitType not in info.unifiedWindows:
+        reports.append(QuotaReport(window=info.rateLimitType, status=info.status,
+                                   utilization=info.utilization, resets_at=info.resetsAt))
+    return tuple(reports)

@@ -5,6 +5,9 @@ In-process (trio)::
     mock = await nursery.start(serve_mock, scenario="success")
     env["ANTHROPIC_BASE_URL"] = mock.base_url          # http://127.0.0.1:PORT, no /v1
     mock.set_scenario("rate_limit", retry_after=1)
+    mock.set_scenario("success", ratelimit_headers={  # Anthropic's subscription limits
+        "anthropic-ratelimit-unified-status": "allowed",
+        "anthropic-ratelimit-unified-5h-utilization": "0.42"})
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "claude-sonnet-4-6"
 
 As a process: ``PYTHONPATH=tests/support python -m mock_anthropic --port 0 --scenario success``

@@ -8,6 +8,7 @@ then exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from mockhttp import run_mock
@@ -34,6 +35,9 @@ def _options(parser: argparse.ArgumentParser) -> None:
                         help="error scenarios: send x-should-retry (auth sends false by default)")
     parser.add_argument("--command", help="tool_attack: the shell command given to Bash")
     parser.add_argument("--path", help="tool_attack: the file path given to Read")
+    parser.add_argument("--ratelimit-headers", type=json.loads, metavar="JSON",
+                        help='more response headers, e.g. '
+                             '\'{"anthropic-ratelimit-unified-status": "allowed"}\'')
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import json
 import math
+import re
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -76,6 +77,10 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
 }
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# what the mock sends itself (framing, request-id, and the error scenarios' own options)
+_OWN_HEADERS = frozenset({"content-type", "content-length", "transfer-encoding", "connection",
+                          "request-id", "retry-after", "x-should-retry"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +104,11 @@ class Scenario:
     path: str = "/etc/hostname"  # tool_attack: the file given to `Read`
     tool_suffix: str = "get_weather"  # success: the weather model calls the tool ending so
     tool_input: dict[str, Any] | None = None  # success: that call's input (else per city)
+    # every scenario that answers /v1/messages (200 stream or JSON, and the error scenarios'
+    # errors): these response headers too, verbatim after `request-id`; meant for Anthropic's
+    # subscription limits, `anthropic-ratelimit-unified-*` (what claude reads from them:
+    # cli-reference/claude/rate_limit_event/README.md). Not carried over when `times` runs out.
+    ratelimit_headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -123,6 +133,7 @@ class Scenario:
                 raise ValueError(f"{field} must be a string")
         if self.tool_input is not None and not isinstance(self.tool_input, dict):
             raise ValueError("tool_input must be an object or null")
+        object.__setattr__(self, "ratelimit_headers", _checked_headers(self.ratelimit_headers))
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -143,6 +154,23 @@ class Scenario:
         data["deltas"] = list(self.deltas)
         return data
 
+
+def _checked_headers(headers: object) -> dict[str, str]:
+    """``ratelimit_headers`` as a fresh dict with lower-case names, or ValueError."""
+    if not isinstance(headers, dict):
+        raise ValueError("ratelimit_headers must be an object of header name -> string value")
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"ratelimit_headers: {name!r} is not a header name")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"ratelimit_headers[{name!r}] must be a one-line string")
+        if name.lower() in _OWN_HEADERS:
+            raise ValueError(f"ratelimit_headers: {name!r} is set by the mock itself")
+        checked[name.lower()] = value
+    return checked
+
+
 class MockAnthropic(RequestLog[Scenario]):
     """The handle ``serve_mock`` hands to ``task_status.started``: ``requests`` are the recorded
     /v1 requests, secrets redacted; ``wait_for_requests``, ``wait_for_outcome``,
@@ -162,6 +190,11 @@ def _error_payload(error_type: str, message: str, request_id: str | None) -> dic
     if request_id is not None:
         payload["request_id"] = request_id
     return payload
+
+
+def _headers(scenario: Scenario, request_id: str) -> list[tuple[str, str]]:
+    """The headers of a /v1/messages answer: ``request-id``, then the scenario's own."""
+    return [("request-id", request_id), *scenario.ratelimit_headers.items()]
 
 
 async def _sse(ex: Exchange, event: dict[str, Any]) -> None:
@@ -281,7 +314,7 @@ class _Server:
         async def respond() -> None:
             if name in _ERRORS or name == "error":
                 status, error_type = _ERRORS.get(name, (scenario.status, scenario.error_type))[:2]
-                extra = [("request-id", request_id)]
+                extra = _headers(scenario, request_id)
                 if scenario.retry_after is not None:
                     extra.append(("retry-after", fmt_seconds(scenario.retry_after)))
                 if scenario.should_retry is not None:
@@ -298,8 +331,8 @@ class _Server:
                     payload, n, suffix=scenario.tool_suffix,
                     tool_input=scenario.tool_input)) is not None:
                 record["weather"] = weather[1]
-                await self._blocks(ex, record, payload, weather[0], weather[1], message_id,
-                                   request_id)
+                await self._blocks(ex, scenario, record, payload, weather[0], weather[1],
+                                   message_id, request_id)
             elif stream:
                 await self._stream(ex, scenario, record, model, message_id, request_id)
             else:
@@ -319,7 +352,7 @@ class _Server:
         request_id: str,
     ) -> None:
         record["status"] = 200
-        await ex.start_sse([("request-id", request_id)])
+        await ex.start_sse(_headers(scenario, request_id))
         await _sse(ex, {
             "type": "message_start",
             "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
@@ -357,6 +390,7 @@ class _Server:
     async def _blocks(
         self,
         ex: Exchange,
+        scenario: Scenario,
         record: dict[str, Any],
         payload: dict[str, Any],
         blocks: list[dict[str, Any]],
@@ -374,10 +408,10 @@ class _Server:
                 {"id": message_id, "type": "message", "role": "assistant", "model": model,
                  "content": blocks, "stop_reason": stop_reason, "stop_sequence": None,
                  "usage": _usage(OUTPUT_TOKENS)},
-                [("request-id", request_id)],
+                _headers(scenario, request_id),
             )
             return
-        await ex.start_sse([("request-id", request_id)])
+        await ex.start_sse(_headers(scenario, request_id))
         await _sse(ex, {
             "type": "message_start",
             "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
@@ -435,10 +469,10 @@ class _Server:
                 {"id": message_id, "type": "message", "role": "assistant", "model": model,
                  "content": [block], "stop_reason": stop_reason, "stop_sequence": None,
                  "usage": _usage(OUTPUT_TOKENS)},
-                [("request-id", request_id)],
+                _headers(scenario, request_id),
             )
             return
-        await ex.start_sse([("request-id", request_id)])
+        await ex.start_sse(_headers(scenario, request_id))
         await _sse(ex, {
             "type": "message_start",
             "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
@@ -495,7 +529,7 @@ class _Server:
                 "stop_sequence": None,
                 "usage": _usage(OUTPUT_TOKENS),
             },
-            [("request-id", request_id)],
+            _headers(scenario, request_id),
         )
 
 
