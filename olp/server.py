@@ -244,6 +244,7 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
             max_age_days=audit.max_age_days, max_rows=audit.max_rows,
             usage_days=audit.usage_days))
         services.db = db
+        services.metrics_access = settings.config.server.metrics
         app = create_app(services)
         try:
             async with trio.open_nursery() as nursery:

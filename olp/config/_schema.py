@@ -145,6 +145,9 @@ class ServerConfig(Strict, frozen=True, kw_only=True):
     drain_grace_s: NonNegative = 30.0
     kill_grace_s: NonNegative = 3.0
     keep_alive_s: Positive = 5.0
+    # GET /metrics: the owner's key ("owner"), or no key from a loopback address
+    # ("loopback"; any other address still needs the owner's key), or not served ("off")
+    metrics: Literal["owner", "loopback", "off"] = "owner"
 
 
 class AuditConfig(Strict, frozen=True, kw_only=True):

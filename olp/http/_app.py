@@ -31,6 +31,7 @@ from olp.store import Database
 from . import _chat, _views
 from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect, dialect_for_path
 from ._errors import ApiError
+from ._metrics import CONTENT_TYPE, ActorGauge, Metrics
 from ._trace import Trace
 
 log = logging.getLogger("olp.http")
@@ -77,6 +78,7 @@ class Services:
     limiter: RequestLimiter | None = None  # per-key limits (None: none are enforced)
     recorder: Recorder | None = None  # the audit trail and usage ledger (None: not kept)
     db: Database | None = None  # where the usage and audit views read from
+    metrics_access: str = "owner"  # server.metrics: owner | loopback | off
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -87,12 +89,17 @@ class _Anonymous:
 
 
 ANONYMOUS = _Anonymous()
+#: Who scrapes ``/metrics`` without a key from a loopback address (``server.metrics``
+#: ``"loopback"``); it can read nothing else.
+METRICS_SCRAPER = _Anonymous(key_id="metrics", name="metrics")
 
 
 def create_app(services: Services) -> QuartTrio:
     """Build the app. Every route needs an OLP key (``Authorization: Bearer`` or
     ``x-api-key``); views raise :class:`ApiError` for OpenAI-shaped failures."""
     app = QuartTrio("olp")
+    metrics = Metrics(actors=lambda: {n: _gauge(a) for n, a in services.actors.items()},
+                      health=services.engine.health.snapshot)
     app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
 
@@ -158,7 +165,8 @@ def create_app(services: Services) -> QuartTrio:
             status = response.status_code
             outcome = trace.outcome or ("ok" if status < 400 else
                                         str(g.get("error_code") or status))
-            trace.end(status, outcome, limiter=services.limiter, recorder=services.recorder)
+            trace.end(status, outcome, limiter=services.limiter, recorder=services.recorder,
+                      metrics=metrics)
         return response
 
     @app.before_request
@@ -167,6 +175,10 @@ def create_app(services: Services) -> QuartTrio:
         rule = request.url_rule.rule if request.url_rule is not None else request.path
         g.trace = Trace(f"{request.method} {rule}", t0=g.t0)
         token = _token_from_headers()
+        if request.path == "/metrics" and services.metrics_access == "loopback" \
+                and token is None and _from_loopback():
+            g.principal = METRICS_SCRAPER  # server.metrics "loopback": no key from here
+            return
         principal = await services.keys.authenticate(token) if token else None
         if token is None and services.allow_anonymous:
             principal = ANONYMOUS  # opt-in (auth.allow_anonymous); a wrong key is still a 401
@@ -249,7 +261,8 @@ def create_app(services: Services) -> QuartTrio:
                              seconds=trio.current_time() - answer.started_at)
             if failure is not None:
                 trace.failed(failure)
-            trace.end(200, outcome, limiter=services.limiter, recorder=services.recorder)
+            trace.end(200, outcome, limiter=services.limiter, recorder=services.recorder,
+                      metrics=metrics)
 
         return end
 
@@ -257,7 +270,7 @@ def create_app(services: Services) -> QuartTrio:
         """Decode, run the engine, answer in ``dialect``: the one path of every chat view.
         The request counts against its key's limits from here, whatever its outcome."""
         trace: Trace = g.trace
-        trace.model_request = True
+        trace.model_request, trace.dialect = True, dialect.name
         _reserve(trace)
         try:
             chat = decode(await _chat_body())
@@ -273,6 +286,8 @@ def create_app(services: Services) -> QuartTrio:
                     heartbeat_s=services.heartbeat_s, background=services.background,
                     dialect=dialect, on_end=_stream_end(trace))
                 trace.deferred = True
+                if response.headers.get("X-OLP-Heartbeat") is None:  # its content is in hand
+                    trace.first_content_s = trio.current_time() - trace.t0
                 return response
             done = await services.engine.complete(chat, context)
             trace.served(provider=done.hop.provider, model=done.model, entry=done.hop.name,
@@ -359,6 +374,17 @@ def create_app(services: Services) -> QuartTrio:
         key = request.args.get("key")
         return _json({"deleted": await services.cache.clear(key)})
 
+    @app.get("/metrics")
+    async def prometheus_metrics() -> Response:
+        """Prometheus text format (``server.metrics``: the owner's key, or no key from a
+        loopback address with ``"loopback"``, or a 404 with ``"off"``)."""
+        if services.metrics_access == "off":
+            raise ApiError(404, "Metrics are off here (server.metrics).",
+                           "invalid_request_error", "not_found")
+        if g.principal is not METRICS_SCRAPER:
+            _owner_only()
+        return Response(metrics.render(), status=200, content_type=CONTENT_TYPE)
+
     @app.post("/v0/management/cooldowns/reset")
     async def reset_cooldowns() -> Response:
         _owner_only()
@@ -423,6 +449,17 @@ def _has_body() -> bool:
     """Whether the request announced a body (a length above 0, or chunked)."""
     return bool(request.content_length) or "chunked" in request.headers.get(
         "Transfer-Encoding", "").lower()
+
+
+def _from_loopback() -> bool:
+    """Whether the client's address is a loopback one (IPv4 127/8 or ``::1``)."""
+    addr = request.remote_addr or ""
+    return addr.startswith("127.") or addr in ("::1", "::ffff:127.0.0.1")
+
+
+def _gauge(actor: ProviderActor) -> ActorGauge:
+    stats = actor.statistics()
+    return ActorGauge(stats.in_flight, stats.max_concurrent, stats.jobs_refused)
 
 
 def _actor_stats(actor: ProviderActor) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import secrets
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import trio
 
@@ -56,6 +57,8 @@ class Trace:
     outcome: str | None = None
     reservation: Reservation | None = None
     rate_headers: Mapping[str, str] = field(default_factory=dict)
+    dialect: str = "-"  # openai, anthropic, responses
+    first_content_s: float | None = None  # a stream: arrival to its first content in hand
     deferred: bool = False  # a stream: its end ends the trace
     ended: bool = False
 
@@ -116,9 +119,10 @@ class Trace:
         return deltas
 
     def end(self, status: int, outcome: str, *, limiter: RequestLimiter | None,
-            recorder: Recorder | None) -> None:
-        """Settle the reservation (or release it, if the key's policy refused the request)
-        and queue the rows. Only the first call counts; never blocks."""
+            recorder: Recorder | None, metrics: Observer | None = None) -> None:
+        """Settle the reservation (or release it, if the key's policy refused the request),
+        queue the rows and count it in the metrics. Only the first call counts; never
+        blocks."""
         if self.ended:
             return
         self.ended = True
@@ -129,3 +133,11 @@ class Trace:
                 limiter.settle(self.reservation, sum(self.tokens or (0, 0)))
         if recorder is not None:
             recorder.record(self.audit_row(status, outcome), self.usage_deltas(outcome))
+        if metrics is not None:
+            metrics.observe(self, status, outcome)
+
+
+class Observer(Protocol):
+    """What :meth:`Trace.end` tells besides the ledger (:class:`~._metrics.Metrics`)."""
+
+    def observe(self, trace: Trace, status: int, outcome: str) -> None: ...
