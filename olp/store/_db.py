@@ -124,6 +124,13 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX audit_at ON audit (at);
     CREATE INDEX audit_key_name_at ON audit (key_name, at);
     """,
+    # 7: keys brought over from another store (olp migrate-from-ocp): where each came from;
+    # and the characters of imported usage history (OCP counted characters, not tokens).
+    """
+    ALTER TABLE api_keys ADD COLUMN imported_from TEXT;
+    ALTER TABLE usage ADD COLUMN prompt_chars INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE usage ADD COLUMN response_chars INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

@@ -113,7 +113,35 @@ class KeyRecord:
 
     @property
     def display_prefix(self) -> str:
-        return f"{TOKEN_PREFIX}{self.prefix}..." if self.prefix else "(custom)"
+        """``olp_`` and the stored characters; an imported key's prefix is stored whole
+        (``ocp_AbCd1234``)."""
+        if not self.prefix:
+            return "(custom)"
+        return f"{self.prefix}..." if "_" in self.prefix else f"{TOKEN_PREFIX}{self.prefix}..."
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedKey:
+    """A key brought over from another store with its secret unchanged (so its clients keep
+    working): see :meth:`KeyStore.import_keys`."""
+
+    name: str
+    token: str
+    created_at: float
+    origin: str  # e.g. 'ocp:12', kept in api_keys.imported_from
+    policy: KeyPolicy = UNRESTRICTED
+
+
+@dataclass(frozen=True, slots=True)
+class ImportResult:
+    """What :meth:`KeyStore.import_keys` did with one key: ``imported`` (as ``name``, which
+    differs from the key's own when an active key already had it), or ``present`` (its
+    secret is already a key here: nothing changed)."""
+
+    origin: str
+    name: str
+    key_id: int
+    imported: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +268,10 @@ class KeyStore:
         key_id = self._db.write(update)
         return None if key_id is None else (self._get(key_id), token)
 
+    def import_keys(self, keys: builtins.list[ImportedKey]) -> builtins.list[ImportResult]:
+        """:func:`import_keys` in its own transaction."""
+        return self._db.write(lambda c: import_keys(c, keys))
+
     def authenticate(self, token: str) -> Principal | None:
         """The principal of an active key, or ``None`` (empty, unknown or revoked token)."""
         if not token or len(token) > _MAX_TOKEN_CHARS:
@@ -346,9 +378,34 @@ class AsyncKeyStore:
         return await trio.to_thread.run_sync(self.sync.ensure_owner, env_token)
 
 
+def import_keys(c: sqlite3.Connection, keys: builtins.list[ImportedKey]
+                ) -> builtins.list[ImportResult]:
+    """Store guest keys from another store, their secrets unchanged (hashed as OLP's own), in
+    the caller's transaction. A key whose secret is already here (imported before, say) is
+    left as it is, so a second run imports nothing; a name an active key already has gets a
+    ``-2``/``-3`` suffix. Raises :class:`KeyNameError` for a name OLP cannot take."""
+    results = []
+    for key in keys:
+        row = c.execute("SELECT id, name FROM api_keys WHERE hash = ?",
+                        (hash_token(key.token),)).fetchone()
+        if row is not None:
+            results.append(ImportResult(key.origin, row[1], int(row[0]), False))
+            continue
+        name = _free_name(c, _check_name(key.name))
+        key_id = _insert(c, name, "guest", key.token, "cli", key.created_at)
+        c.execute("UPDATE api_keys SET imported_from = ? WHERE id = ?", (key.origin, key_id))
+        _store_policy(c, key_id, key.policy)
+        results.append(ImportResult(key.origin, name, key_id, True))
+    return results
+
+
 def _insert(c: sqlite3.Connection, name: str, tier: Tier, token: str, source: str,
             now: float) -> int:
-    prefix = token[len(TOKEN_PREFIX):][:8] if token.startswith(TOKEN_PREFIX) else ""
+    if token.startswith(TOKEN_PREFIX):
+        prefix = token[len(TOKEN_PREFIX):][:8]
+    else:  # a foreign key (OCP's ocp_...): its own prefix, kept whole for display
+        head, sep, rest = token.partition("_")
+        prefix = f"{head}_{rest[:8]}" if sep and head.isalnum() and len(head) <= 8 else ""
     try:
         cur = c.execute(
             "INSERT INTO api_keys (name, tier, hash, prefix, source, created_at) "
