@@ -1,5 +1,5 @@
-"""The ``olp`` command line: ``start``, ``keys``, ``usage``, ``audit``, ``doctor``,
-``cooldowns``, ``cache``.
+"""The ``olp`` command line: ``start``, ``status``, ``keys``, ``usage``, ``audit``, ``quota``,
+``chain show``, ``doctor``, ``cooldowns``, ``cache``, ``migrate-from-ocp``.
 
 Commands run synchronously (blocking disk I/O is fine here, no event loop is running yet).
 Exit codes: 0 ok, 1 the operation failed, 2 usage or configuration error.
@@ -141,6 +141,18 @@ def _parser() -> argparse.ArgumentParser:
     ocp.add_argument("--json", action="store_true", help="print the report as JSON")
     ocp.set_defaults(handler=_migrate_from_ocp)
 
+    status = sub.add_parser("status", help="the running proxy: providers, in-flight, "
+                                           "cooldowns, chains")
+    status.add_argument("--json", action="store_true", help="print its /health as JSON")
+    status.set_defaults(handler=_status)
+    chain = sub.add_parser("chain", help="routing chains")
+    chain_sub = chain.add_subparsers(title="chain commands", metavar="ACTION", required=True)
+    show = chain_sub.add_parser("show", help="a model's route (or every chain): entries, the "
+                                             "ones pruned and why, cooldowns")
+    show.add_argument("model", nargs="?", metavar="MODEL")
+    show.add_argument("--json", action="store_true", help="print the routes as JSON")
+    show.set_defaults(handler=_chain_show)
+
     doctor = sub.add_parser("doctor", help="check each provider's binary, version and "
                                            "credentials, with the fix for each problem")
     doctor.add_argument("--probe", action="store_true",
@@ -160,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
     clear = cache_sub.add_parser("clear", help="delete cached answers")
     clear.add_argument("--key", help="only this API key's answers (its id)")
     clear.set_defaults(handler=_cache_clear)
-    for command in (reset, stats, clear, quota):
+    for command in (reset, stats, clear, quota, status, show):
         command.add_argument("--url", help="the running proxy (default: OLP_BIND/OLP_PORT)")
         command.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
     return parser
@@ -376,6 +388,39 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
                       r["requested_model"] or "-", served, str(r["hops"]), str(r["status"]),
                       r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
     _print_rows(cells, sys.stdout)
+    return 0
+
+
+def _status(settings: Settings, args: argparse.Namespace) -> int:
+    from olp import status
+
+    health = _owner_call(settings, args, "GET", "/health")
+    if health is None:
+        where = args.url or f"http://{settings.bind}:{settings.port}"
+        print(f"olp: no proxy answered at {where} (start it with `olp start`; the owner key "
+              "comes from --token or OLP_OWNER_TOKEN)", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(health))
+    else:
+        status.status(health, sys.stdout)
+    return 0
+
+
+def _chain_show(settings: Settings, args: argparse.Namespace) -> int:
+    from olp import status
+
+    health = _owner_call(settings, args, "GET", "/health")
+    live = health.get("resilience") if health else None
+    saved = None
+    if live is None:
+        with Database(settings.db_path) as db:
+            saved = StateStore(db).load(HEALTH_STATE)
+    view = status.chain_show(settings, args.model, live, saved)
+    if args.json:
+        print(json.dumps(view))
+    else:
+        status.print_chains(view, sys.stdout)
     return 0
 
 

@@ -95,9 +95,10 @@ def build_router(settings: Settings, registry: Registry,
         return list(dedupe(hops)), reasons
 
     routing = settings.config.routing
-    chains, unusable = {}, {}
+    chains, unusable, pruned = {}, {}, {}
     for name, entries in routing.chains.items():
         hops, reasons = usable(f"routing.chains.{name}", entries)
+        pruned[name] = reasons
         if hops:
             chains[name] = hops
         else:
@@ -120,7 +121,7 @@ def build_router(settings: Settings, registry: Registry,
     unserved = {name: f"{p.problem} (fix: {p.fix}; see `olp doctor`)"
                 for name, p in providers.items() if not p.running}
     return Router(lookup, providers=running, chains=chains, default_fallbacks=defaults,
-                  unusable=unusable, unserved=unserved)
+                  unusable=unusable, unserved=unserved, pruned=pruned)
 
 
 def _pruned(entry: ChainEntry, provider: Provider | None, settings: Settings) -> str | None:

@@ -93,16 +93,19 @@ class Router:
                  chains: Mapping[str, Sequence[Hop]] | None = None,
                  default_fallbacks: Sequence[Hop] = (),
                  unusable: Mapping[str, str] | None = None,
-                 unserved: Mapping[str, str] | None = None) -> None:
+                 unserved: Mapping[str, str] | None = None,
+                 pruned: Mapping[str, Sequence[str]] | None = None) -> None:
         """``unusable``: chains left with no usable entry, each with why (they answer 503);
         ``unserved``: providers that are not running, each with why and the fix (named in
-        the 404 for a model of theirs)."""
+        the 404 for a model of theirs); ``pruned``: per chain, the entries left out at
+        start-up, each as ``label: why``."""
         self._lookup = lookup
         self._providers = frozenset(providers)
         self._chains = {name: tuple(hops) for name, hops in (chains or {}).items()}
         self._defaults = tuple(h for h in default_fallbacks if h.provider in self._providers)
         self._unusable = dict(unusable or {})
         self._unserved = dict(unserved or {})
+        self._pruned = {name: tuple(why) for name, why in (pruned or {}).items()}
 
     @property
     def chain_names(self) -> tuple[str, ...]:
@@ -114,10 +117,20 @@ class Router:
         """Chains with no usable entry, each with the reason."""
         return self._unusable
 
-    def chain_status(self) -> dict[str, dict[str, bool | str]]:
-        """Each configured chain: ``{"usable": true}``, or ``false`` with the ``reason``."""
-        return {name: {"usable": False, "reason": self._unusable[name]}
-                if name in self._unusable else {"usable": True} for name in self.chain_names}
+    def chain_status(self) -> dict[str, dict[str, object]]:
+        """Each configured chain: ``{"usable": true}``, or ``false`` with the ``reason``; its
+        ``hops`` (``entry provider/model``, in order) and the entries ``pruned`` at start-up
+        (``label: why``)."""
+        return {name: {"usable": name not in self._unusable,
+                       **({"reason": self._unusable[name]} if name in self._unusable else {}),
+                       "hops": [f"{h.name} {h.provider}/{h.model}"
+                                for h in self._chains.get(name, ())],
+                       "pruned": list(self._pruned.get(name, ()))}
+                for name in self.chain_names}
+
+    @property
+    def default_fallbacks(self) -> tuple[Hop, ...]:
+        return self._defaults
 
     def resolve(self, model: str) -> Route:
         """The route for ``model``; raises :class:`UnusableChain` for a chain with no usable

@@ -68,7 +68,8 @@ async def test_a_chain_without_a_usable_entry_is_loud_and_the_rest_serves(
     assert unserved.status_code == 404
     message = unserved.json()["error"]["message"]
     assert "not found on PATH" in message and "npm install -g @openai/codex" in message
-    assert health["chains"]["works"] == {"usable": True}
+    assert health["chains"]["works"]["usable"] is True
+    assert health["chains"]["works"]["pruned"] == []
     assert health["chains"]["broken"]["usable"] is False
     assert "not found on PATH" in health["chains"]["broken"]["reason"]
     assert health["providers"]["anthropic"]["metered"] is False
