@@ -71,7 +71,7 @@ async def test_the_windows_claude_reports_show_in_the_quota_view(
     with trio.fail_after(60):
         async with run_proxy(home, config(claude, mock, threshold=90)) as proxy:
             first = await in_thread(lambda: chat(proxy, "Say hello."))
-            view = (await in_thread(lambda: proxy.get("/v0/management/quota"))).json()
+            view = await _quota_once_recorded(proxy)
             printed = await in_thread(lambda: subprocess.run(
                 [sys.executable, "-m", "olp", "quota"], capture_output=True, text=True,
                 timeout=30, check=True, env={"PATH": "/usr/bin:/bin", "OLP_HOME": str(home),
@@ -115,3 +115,16 @@ async def test_a_reported_window_over_the_threshold_rests_the_provider_until_its
     anthropic = view["providers"]["anthropic"]
     assert anthropic["state"] == "soft_budget_spent"
     assert anthropic["until"] == pytest.approx(reset_5h, abs=60)
+
+
+async def _quota_once_recorded(proxy: Proxy) -> dict[str, Any]:
+    """The quota view once the answered request is in the trail (the recorder commits every
+    250 ms: a view read at once may not count it yet)."""
+    with trio.move_on_after(10):
+        while True:
+            view: dict[str, Any] = (await in_thread(
+                lambda: proxy.get("/v0/management/quota"))).json()
+            if view["providers"]["anthropic"]["ledger"]["five_hour"]["requests"]:
+                return view
+            await trio.sleep(0.1)
+    raise AssertionError("the request never reached the audit trail")

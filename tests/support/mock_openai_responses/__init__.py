@@ -6,6 +6,8 @@ In-process (trio)::
     # codex config.toml: [model_providers.mock] base_url = mock.base_url  (ends in /v1),
     #                    wire_api = "responses", env_key = "MOCK_OPENAI_API_KEY"
     mock.set_scenario("rate_limit", retry_after=1)
+    mock.set_scenario("success", response_headers={  # the rate-limit snapshot codex reads
+        "x-codex-primary-used-percent": "42", "x-codex-primary-window-minutes": "300"})
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "gpt-mock"
 
 As a process: ``PYTHONPATH=tests/support python -m mock_openai_responses --port 0`` prints

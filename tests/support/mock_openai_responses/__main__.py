@@ -8,6 +8,7 @@ then exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from mockhttp import run_mock
@@ -33,6 +34,9 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--marker", help="tool_attack: the file an apply_patch call adds")
     parser.add_argument("--preamble", help="get_weather: a text message before the call(s)")
     parser.add_argument("--tool-arguments", help="get_weather: each call's arguments, verbatim")
+    parser.add_argument("--response-headers", type=json.loads, metavar="JSON",
+                        help='more response headers, e.g. '
+                             '\'{"x-codex-primary-used-percent": "42"}\'')
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,7 +6,10 @@ Faithful to what the real ``codex`` CLI (0.171.0) needs (see
 and ``sequence_number``), or with an OpenAI error body
 ``{"error": {"message", "type", "param", "code"}}`` and an ``x-request-id`` header (codex
 quotes it as "request id: ..."). A small control API under ``/_mock/`` lets an
-out-of-process test change the scenario and read the recorded requests.
+out-of-process test change the scenario and read the recorded requests. Every scenario also
+takes ``response_headers`` (``{name: value}``, lower-cased, one-line values): more headers on
+each ``/v1/responses`` answer, e.g. the rate-limit snapshot codex reads
+(``x-codex-primary-used-percent`` & co.; ``cli-reference/codex/rate_limits/README.md``).
 
 h11 rather than an ASGI framework so that every fault is exact: ``hang`` never sends a status
 line, ``drop`` closes the socket without a response, streams are never cut by a framework
@@ -131,6 +134,10 @@ _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     ),
 }
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+# what the mock sends itself (framing, x-request-id, and the error scenarios' retry-after)
+_OWN_HEADERS = frozenset({"content-type", "content-length", "transfer-encoding", "connection",
+                          "cache-control", "x-request-id", "retry-after"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -157,6 +164,12 @@ class Scenario:
     marker: str = ""  # tool_attack: the file an apply_patch call adds
     preamble: str = ""  # get_weather: a text message streamed before the call(s)
     tool_arguments: str | None = None  # get_weather: each call's arguments text, verbatim
+    # every scenario that answers POST /v1/responses (the 200 event stream, the error
+    # scenarios' errors, a 400 for a malformed body): these response headers too, verbatim
+    # after `x-request-id` (and `retry-after`); meant for the rate-limit snapshot codex reads,
+    # `x-codex-primary-used-percent` & co. (cli-reference/codex/rate_limits/README.md). Not
+    # carried over when `times` runs out.
+    response_headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -187,6 +200,7 @@ class Scenario:
                 raise ValueError(f"{field} must be a string")
         if self.tool_arguments is not None and not isinstance(self.tool_arguments, str):
             raise ValueError("tool_arguments must be a string or null")
+        object.__setattr__(self, "response_headers", _checked_headers(self.response_headers))
 
     @classmethod
     def build(cls, name: str, **options: Any) -> Scenario:
@@ -204,6 +218,22 @@ class Scenario:
         data = dataclasses.asdict(self)
         data["deltas"] = list(self.deltas)
         return data
+
+
+def _checked_headers(headers: object) -> dict[str, str]:
+    """``response_headers`` as a fresh dict with lower-case names, or ValueError."""
+    if not isinstance(headers, dict):
+        raise ValueError("response_headers must be an object of header name -> string value")
+    checked: dict[str, str] = {}
+    for name, value in headers.items():
+        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError(f"response_headers: {name!r} is not a header name")
+        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
+            raise ValueError(f"response_headers[{name!r}] must be a one-line string")
+        if name.lower() in _OWN_HEADERS:
+            raise ValueError(f"response_headers: {name!r} is set by the mock itself")
+        checked[name.lower()] = value
+    return checked
 
 
 class MockResponses(RequestLog[Scenario]):
@@ -438,7 +468,8 @@ class _Server:
             record["status"] = 400
             reason = "body is not JSON" if payload is None else "model: a string is required"
             await ex.respond_json(
-                400, _error_payload("invalid_request_error", reason, None), extra
+                400, _error_payload("invalid_request_error", reason, None),
+                [*extra, *scenario.response_headers.items()],
             )
             self.handle._finish(record, "completed")
             return True
@@ -479,6 +510,7 @@ class _Server:
         extra = [("x-request-id", request_id)]
         if scenario.retry_after is not None:
             extra.append(("retry-after", fmt_seconds(scenario.retry_after)))
+        extra += scenario.response_headers.items()
         fields: dict[str, Any] = {}
         if scenario.name == "usage_limit":
             fields["plan_type"] = "plus"
@@ -503,7 +535,7 @@ class _Server:
         response_id, item_id = f"resp_mock{n:06d}", f"msg_mock{n:06d}"
         created = int(time.time())
         record["status"] = 200
-        await ex.start_sse([("x-request-id", request_id)])
+        await ex.start_sse([("x-request-id", request_id), *scenario.response_headers.items()])
         sse = _Sse(ex)
         pending = _response(response_id, model, "in_progress", [], None, created)
         await sse.send("response.created", response=pending)
