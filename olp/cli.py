@@ -54,7 +54,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        settings = load_settings(os.environ)
+        settings = _setup_settings() if args.handler is _setup else load_settings(os.environ)
         code: int = args.handler(settings, args)
         return code
     except ConfigError as exc:
@@ -74,6 +74,16 @@ def _parser() -> argparse.ArgumentParser:
 
     start = sub.add_parser("start", help="run the proxy in the foreground")
     start.set_defaults(handler=_start)
+
+    setup = sub.add_parser("setup", help="find the CLIs you have and write a config that "
+                                         "uses them")
+    setup.add_argument("--yes", action="store_true", help="ask nothing (metered and tier-B "
+                                                          "providers are left out)")
+    setup.add_argument("--force", action="store_true",
+                       help="replace an existing config (kept as config.json.bak)")
+    setup.add_argument("--allow-metered", action="store_true",
+                       help="use providers whose credential is an API key (paid per token)")
+    setup.set_defaults(handler=_setup)
 
     keys = sub.add_parser("keys", help="manage API keys")
     keys_sub = keys.add_subparsers(title="key commands", metavar="ACTION", required=True)
@@ -389,6 +399,24 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
                       r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
     _print_rows(cells, sys.stdout)
     return 0
+
+
+def _setup_settings() -> Settings:
+    """Settings for ``olp setup``: a config that does not load is what ``--force`` replaces,
+    so it is read as empty then (setup never uses what is in it)."""
+    try:
+        return load_settings(os.environ)
+    except ConfigError:
+        return load_settings(os.environ, read_config=False)
+
+
+def _setup(settings: Settings, args: argparse.Namespace) -> int:
+    from olp import setup
+
+    ask = None if args.yes or not sys.stdin.isatty() else setup.terminal_ask()
+    result: int = setup.run(settings, yes=args.yes, force=args.force,
+                            allow_metered=args.allow_metered, out=sys.stdout, ask=ask)
+    return result
 
 
 def _status(settings: Settings, args: argparse.Namespace) -> int:

@@ -125,8 +125,11 @@ class Settings:
         )
 
 
-def load_settings(environ: Mapping[str, str] = os.environ) -> Settings:
-    """Read the environment and ``$OLP_HOME/config.json``; create ``OLP_HOME`` (0700) if missing.
+def load_settings(environ: Mapping[str, str] = os.environ, *,
+                  read_config: bool = True) -> Settings:
+    """Read the environment and ``$OLP_HOME/config.json`` (with ``read_config=False``, not
+    the file: an empty config, for ``olp setup --force`` to replace a broken one); create
+    ``OLP_HOME`` (0700) if missing.
 
     Blocks on disk I/O. Raises :class:`ConfigError` naming the bad variable or config path.
     """
@@ -138,7 +141,7 @@ def load_settings(environ: Mapping[str, str] = os.environ) -> Settings:
         port=_env.port(environ.get("OLP_PORT")),
         bind=_env.bind(environ.get("OLP_BIND")),
         log_level=_env.log_level(environ.get("OLP_LOG_LEVEL")),
-        config=load_config(config_path),
+        config=load_config(config_path) if read_config else Config(),
         owner_token=_env.owner_token(environ.get("OLP_OWNER_TOKEN")),
         forbid_metered_fallback=_env.flag(environ.get("OLP_FORBID_METERED_FALLBACK")),
     )

@@ -32,7 +32,8 @@ Tier = Literal["owner", "guest"]
 TOKEN_PREFIX: Final = "olp_"
 MAX_NAME_CHARS: Final = 64
 _MAX_TOKEN_CHARS: Final = 1024  # longer input is not ours; don't even hash it
-_COLUMNS: Final = "id, name, tier, prefix, source, created_at, revoked_at, providers, limits"
+_COLUMNS: Final = ("id, name, tier, prefix, source, created_at, revoked_at, providers, limits, "
+                   "imported_from")
 
 
 class KeyNameError(ValueError):
@@ -106,6 +107,7 @@ class KeyRecord:
     created_at: float
     revoked_at: float | None
     policy: KeyPolicy = UNRESTRICTED
+    imported_from: str | None = None  # e.g. 'ocp:12' (olp migrate-from-ocp)
 
     @property
     def active(self) -> bool:
@@ -117,7 +119,9 @@ class KeyRecord:
         (``ocp_AbCd1234``)."""
         if not self.prefix:
             return "(custom)"
-        return f"{self.prefix}..." if "_" in self.prefix else f"{TOKEN_PREFIX}{self.prefix}..."
+        if self.imported_from is not None:
+            return f"{self.prefix}..."
+        return f"{TOKEN_PREFIX}{self.prefix}..."
 
 
 @dataclass(frozen=True, slots=True)
@@ -473,7 +477,7 @@ def _policy(providers: object, limits: object) -> KeyPolicy:
 
 
 def _record(row: tuple[object, ...]) -> KeyRecord:
-    key_id, name, tier, prefix, source, created_at, revoked_at, providers, limits = row
+    key_id, name, tier, prefix, source, created_at, revoked_at, providers, limits, origin = row
     assert isinstance(key_id, int) and isinstance(name, str) and isinstance(tier, str)
     assert isinstance(prefix, str) and isinstance(source, str)
     assert isinstance(created_at, float | int)
@@ -481,4 +485,5 @@ def _record(row: tuple[object, ...]) -> KeyRecord:
     return KeyRecord(id=key_id, name=name, tier=_tier(tier), prefix=prefix, source=source,
                      created_at=float(created_at),
                      revoked_at=None if revoked_at is None else float(revoked_at),
-                     policy=_policy(providers, limits))
+                     policy=_policy(providers, limits),
+                     imported_from=origin if isinstance(origin, str) else None)
