@@ -151,6 +151,13 @@ def _parser() -> argparse.ArgumentParser:
     ocp.add_argument("--json", action="store_true", help="print the report as JSON")
     ocp.set_defaults(handler=_migrate_from_ocp)
 
+    service = sub.add_parser("service", help="run olp start as a user service (systemd on "
+                                             "Linux, launchd on macOS)")
+    service.add_argument("action", choices=("install", "uninstall", "status"))
+    service.add_argument("--print", action="store_true",
+                         help="show the unit (or plist) and change nothing")
+    service.set_defaults(handler=_service)
+
     status = sub.add_parser("status", help="the running proxy: providers, in-flight, "
                                            "cooldowns, chains")
     status.add_argument("--json", action="store_true", help="print its /health as JSON")
@@ -416,6 +423,14 @@ def _setup(settings: Settings, args: argparse.Namespace) -> int:
     ask = None if args.yes or not sys.stdin.isatty() else setup.terminal_ask()
     result: int = setup.run(settings, yes=args.yes, force=args.force,
                             allow_metered=args.allow_metered, out=sys.stdout, ask=ask)
+    return result
+
+
+def _service(settings: Settings, args: argparse.Namespace) -> int:
+    from olp import service
+
+    result: int = service.run(args.action, settings, print_only=args.print, out=sys.stdout,
+                              err=sys.stderr, grace_s=settings.config.server.drain_grace_s)
     return result
 
 
