@@ -54,7 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        settings = _setup_settings() if args.handler is _setup else load_settings(os.environ)
+        if args.handler is _reload:  # the proxy reads the config; a broken one is its to say
+            settings = load_settings(os.environ, read_config=False)
+        else:
+            settings = _setup_settings() if args.handler is _setup else \
+                load_settings(os.environ)
         code: int = args.handler(settings, args)
         return code
     except ConfigError as exc:
@@ -151,12 +155,27 @@ def _parser() -> argparse.ArgumentParser:
     ocp.add_argument("--json", action="store_true", help="print the report as JSON")
     ocp.set_defaults(handler=_migrate_from_ocp)
 
+    connect = sub.add_parser("connect", help="print (or --write) a config pointing a coding "
+                                             "tool at OLP")
+    connect.add_argument("tool", metavar="TOOL",
+                         help="aider, claude-code, cline, codex, continue or zed")
+    connect.add_argument("--key", help="the OLP key the tool should use (else a placeholder)")
+    connect.add_argument("--model", help="the model (or chain) to ask for (default: the "
+                                         "`default` chain when configured, else sonnet)")
+    connect.add_argument("--write", action="store_true",
+                         help="write it into the tool's config (merged; a .bak is kept)")
+    connect.set_defaults(handler=_connect)
+
     service = sub.add_parser("service", help="run olp start as a user service (systemd on "
                                              "Linux, launchd on macOS)")
     service.add_argument("action", choices=("install", "uninstall", "status"))
     service.add_argument("--print", action="store_true",
                          help="show the unit (or plist) and change nothing")
     service.set_defaults(handler=_service)
+
+    reload = sub.add_parser("reload", help="make the running proxy re-read its config "
+                                           "(SIGHUP); a refused one leaves the running one")
+    reload.set_defaults(handler=_reload)
 
     status = sub.add_parser("status", help="the running proxy: providers, in-flight, "
                                            "cooldowns, chains")
@@ -189,7 +208,7 @@ def _parser() -> argparse.ArgumentParser:
     clear = cache_sub.add_parser("clear", help="delete cached answers")
     clear.add_argument("--key", help="only this API key's answers (its id)")
     clear.set_defaults(handler=_cache_clear)
-    for command in (reset, stats, clear, quota, status, show):
+    for command in (reset, stats, clear, quota, status, show, reload):
         command.add_argument("--url", help="the running proxy (default: OLP_BIND/OLP_PORT)")
         command.add_argument("--token", help="the owner key (default: OLP_OWNER_TOKEN)")
     return parser
@@ -423,6 +442,54 @@ def _setup(settings: Settings, args: argparse.Namespace) -> int:
     ask = None if args.yes or not sys.stdin.isatty() else setup.terminal_ask()
     result: int = setup.run(settings, yes=args.yes, force=args.force,
                             allow_metered=args.allow_metered, out=sys.stdout, ask=ask)
+    return result
+
+
+def _reload(settings: Settings, args: argparse.Namespace) -> int:
+    """SIGHUP to the running proxy (its pid from its /health), then wait for its verdict."""
+    import signal
+
+    health = _owner_call(settings, args, "GET", "/health")
+    if health is None or "pid" not in health:
+        print("olp: no proxy answered (start it with `olp start`; the owner key comes from "
+              "--token or OLP_OWNER_TOKEN)", file=sys.stderr)
+        return 1
+    before = health.get("config", {})
+    os.kill(int(health["pid"]), signal.SIGHUP)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = (_owner_call(settings, args, "GET", "/health") or {}).get("config", {})
+        if now.get("generation") != before.get("generation"):
+            print(f"Reloaded {now.get('path')} (generation {now['generation']}): kept "
+                  f"{', '.join(now.get('kept', [])) or 'none'}; started "
+                  f"{', '.join(now.get('started', [])) or 'none'}; retired "
+                  f"{', '.join(now.get('retired', [])) or 'none'}.")
+            if now.get("needs_restart"):
+                print("Changed, and applied only on a restart: "
+                      + ", ".join(now["needs_restart"]) + ".")
+            return 0
+        if now.get("last_attempt_at") != before.get("last_attempt_at") and now.get("last_error"):
+            print(f"olp: reload refused, the running config stays: {now['last_error']}",
+                  file=sys.stderr)
+            return 1
+    print("olp: the proxy did not report a reload within 30 s (see its log)", file=sys.stderr)
+    return 1
+
+
+def _connect(settings: Settings, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from olp import connect
+
+    host = "127.0.0.1" if settings.bind in ("0.0.0.0", "::", "") else settings.bind
+    host = f"[{host}]" if ":" in host else host
+    model = args.model or ("default" if "default" in settings.config.routing.chains
+                           else "sonnet")
+    result: int = connect.run(args.tool, base_url=f"http://{host}:{settings.port}",
+                              key=args.key, model=model, write_files=args.write,
+                              home=Path(os.environ.get("HOME") or Path.home()),
+                              out=sys.stdout)
     return result
 
 

@@ -5,10 +5,10 @@ connections and lets in-flight streams finish for up to ``server.drain_grace_s``
 still running is told (a stream ends with an ``error`` event, a request not yet answered gets
 a 503; see ``olp/http/_stopping.py``) and cancelled (its CLI's process group killed). A second
 signal cancels everything at once.
-SIGHUP is logged and ignored. The proxy's run directory holds its spawns' job directories;
-the leftovers of a killed proxy are reaped at start (ADR 0011). With glibc, malloc keeps at
-most :data:`MALLOC_ARENAS` arenas and free heap pages go back to the system every
-:data:`MALLOC_TRIM_EVERY_S` seconds (ADR 0013).
+SIGHUP reloads the config (:mod:`olp.reloading`). The proxy's run directory holds its spawns'
+job directories; the leftovers of a killed proxy are reaped at start (ADR 0011). With glibc,
+malloc keeps at most :data:`MALLOC_ARENAS` arenas and free heap pages go back to the system
+every :data:`MALLOC_TRIM_EVERY_S` seconds (ADR 0013).
 """
 
 from __future__ import annotations
@@ -26,16 +26,16 @@ from typing import Any
 
 import hypercorn.config
 import hypercorn.trio
-import msgspec
 import trio
 
 from olp import __version__, logs, providers
-from olp.accounting import Recorder, RequestLimiter, Retention, load_counts
-from olp.actors import CURRENT_RUN_DIR, ProviderActor, RunDir, Sandbox, reap_leftovers
+from olp.accounting import Recorder, RequestLimiter, load_counts
+from olp.actors import CURRENT_RUN_DIR, RunDir, reap_leftovers
 from olp.cache import CacheStore, Singleflight
 from olp.config import Settings, load_registry
-from olp.engine import Engine, HealthBook, HealthPolicy, Ledger, SoftLimits, Sources
+from olp.engine import Engine, HealthBook, Ledger, Sources
 from olp.http import STOPPING, HeaderPolicy, Services, Stopping, create_app, drain_aware
+from olp.reloading import Reloader, health_policy, probe_versions, retention, soft_limits
 from olp.routing import build_router, model_listing
 from olp.store import (
     HEALTH_STATE,
@@ -90,19 +90,6 @@ async def trim_malloc(trim: Callable[[], Awaitable[object]], every_s: float) -> 
         await trim()
 
 
-async def _probe_version(report: providers.Report, sandbox: Sandbox | None) -> None:
-    """The CLI's version, read the way it is spawned (inside its sandbox), for /health; a CLI
-    that cannot start in its sandbox is said loudly."""
-    assert report.binary is not None
-    report.version, problem = await trio.to_thread.run_sync(
-        providers.checked_version, report.binary, sandbox)
-    if problem is not None:
-        log.warning("the CLI does not start inside its sandbox: %s", problem,
-                    extra={"provider": report.name,
-                           "fix": f"add the directories it needs to providers."
-                                  f"{report.name}.sandbox_read_only (see olp doctor)"})
-
-
 def cache_store(settings: Settings, db: Database) -> CacheStore | None:
     c = settings.config.cache
     if not c.enabled:
@@ -110,14 +97,6 @@ def cache_store(settings: Settings, db: Database) -> CacheStore | None:
     return CacheStore(db, ttl_s=c.ttl_s, max_entry_bytes=c.max_entry_bytes,
                       max_total_bytes=c.max_total_bytes,
                       max_entries_per_namespace=c.max_entries_per_key)
-
-
-def health_policy(settings: Settings) -> HealthPolicy:
-    r = settings.config.routing.resilience
-    return HealthPolicy(usage_window_default_s=r.usage_window_default_s,
-                        usage_window_max_s=r.usage_window_max_s, billing_s=r.billing_s,
-                        failures=r.circuit_failures, window_s=r.circuit_window_s,
-                        probe_after_s=r.probe_after_s, probe_max_s=r.probe_max_s)
 
 
 class _Changes:
@@ -149,11 +128,6 @@ async def _persist_state(engine: Engine, state: StateStore, changes: _Changes) -
                 if snapshot != written.get(name):  # e.g. a failure that opened nothing
                     written[name] = snapshot
                     await state.save_async(name, snapshot)
-
-
-def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
-    return {name: SoftLimits(**msgspec.structs.asdict(block))
-            for name, block in settings.config.routing.soft_triggers.items()}
 
 
 def hand_over_owner_key(token: str, home: Path) -> None:
@@ -203,11 +177,7 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
         registry = await trio.to_thread.run_sync(load_registry)
         runtime = providers.build(settings, environ)
         actors = runtime.actors
-        async with trio.open_nursery() as probes:  # `--version` of each CLI, concurrently
-            for report in runtime.reports.values():
-                if report.binary is not None and report.name in actors:
-                    probes.start_soon(_probe_version, report,
-                                      runtime.sandboxes.get(report.name))
+        await probe_versions(runtime)  # `--version` of each CLI, concurrently
         router = build_router(settings, registry, runtime.providers)
         state = StateStore(db)
         health = HealthBook(health_policy(settings), clock=time.time)
@@ -237,14 +207,13 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
             max_body_bytes=settings.config.server.max_body_bytes,
             allow_anonymous=settings.config.auth.allow_anonymous,
             heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000)
-        audit = settings.config.audit
         seeds = await trio.to_thread.run_sync(load_counts, db, time.time())
         services.limiter = RequestLimiter(seeds, monotonic=trio.current_time)
-        services.recorder = Recorder(db, retention=Retention(
-            max_age_days=audit.max_age_days, max_rows=audit.max_rows,
-            usage_days=audit.usage_days))
+        services.recorder = Recorder(db, retention=retention(settings))
         services.db = db
         services.metrics_access = settings.config.server.metrics
+        reloader = Reloader(settings, runtime, engine, services, registry, environ)
+        services.config_state = reloader.state
         app = create_app(services)
         try:
             async with trio.open_nursery() as nursery:
@@ -255,16 +224,16 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
                     nursery.start_soon(trim_malloc, trim, MALLOC_TRIM_EVERY_S)
                 await nursery.start(flights.run)
                 services.background = nursery
-                await _serve_app(app, settings, actors, task_status)
+                await _serve_app(app, settings, reloader, task_status)
                 nursery.cancel_scope.cancel(reason="stopped")
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await runtime.aclose()
+                await reloader.runtime.aclose()
     finally:
         db.close()
 
 
-async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, ProviderActor],
+async def _serve_app(app: Any, settings: Settings, reloader: Reloader,
                      task_status: trio.TaskStatus[list[str]]) -> None:
     grace = settings.config.server.drain_grace_s
     config = hypercorn.config.Config()
@@ -277,11 +246,13 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
     stopping = Stopping()
     STOPPING.set(stopping)  # this task's context: every request task below inherits it
     async with trio.open_nursery() as root:
-        root.start_soon(_watch_signals, shutdown, root.cancel_scope)
+        root.start_soon(_watch_signals, shutdown, root.cancel_scope,
+                        partial(root.start_soon, reloader.reload))
         root.start_soon(_end_drain, shutdown, stopping, grace)
         async with trio.open_nursery() as inner:
-            for actor in actors.values():
+            for actor in reloader.runtime.actors.values():
                 await inner.start(actor.run)
+            reloader.nursery = inner  # where a reload starts (and retires) actors
 
             async def http(*, task_status: trio.TaskStatus[list[str]]) -> None:
                 await hypercorn.trio.serve(drain_aware(app, stopping), config,
@@ -291,7 +262,7 @@ async def _serve_app(app: Any, settings: Settings, actors: Mapping[str, Provider
 
             urls = await inner.start(http)
             log.info("listening", extra={"urls": urls, "version": __version__,
-                                         "providers": list(actors)})
+                                         "providers": list(reloader.runtime.actors)})
             task_status.started(urls)
         root.cancel_scope.cancel(reason="stopped")
     log.info("stopped")
@@ -305,14 +276,20 @@ async def _end_drain(shutdown: trio.Event, stopping: Stopping, grace: float) -> 
     stopping.set()
 
 
-async def _watch_signals(shutdown: trio.Event, hard_stop: trio.CancelScope) -> None:
-    """First SIGTERM/SIGINT: drain. Second: stop now. SIGHUP (a closing terminal; reload is
-    not supported yet): logged and ignored. Kept open for the whole run, so a signal never
-    falls back to Python's default handling (which, for SIGHUP, is to die)."""
+async def _watch_signals(shutdown: trio.Event, hard_stop: trio.CancelScope,
+                         reload: Callable[[], None]) -> None:
+    """First SIGTERM/SIGINT: drain. Second: stop now. SIGHUP (``olp reload``, or a closing
+    terminal): reload the config (a refused one leaves the running one; see
+    :mod:`olp.reloading`), never stop. Kept open for the whole run, so a signal never falls
+    back to Python's default handling (which, for SIGHUP, is to die)."""
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
         async for signum in signals:
             if signum == signal.SIGHUP:
-                log.warning("reload not supported yet; ignored", extra={"signal": signum})
+                if shutdown.is_set():
+                    log.warning("SIGHUP while draining: no reload", extra={"signal": signum})
+                else:
+                    log.info("SIGHUP: reloading the config", extra={"signal": signum})
+                    reload()
             elif shutdown.is_set():
                 log.warning("second signal: stopping now", extra={"signal": signum})
                 hard_stop.cancel(reason="second signal")

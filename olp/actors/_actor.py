@@ -82,6 +82,8 @@ class ProviderActor:
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
         self._jobs_started = 0
         self._jobs_refused = 0
+        self._retired = False
+        self.finished = trio.Event()  # set when :meth:`run` has returned (retired or stopped)
 
     def statistics(self) -> ActorStatistics:
         stats = self.limiter.statistics()
@@ -90,27 +92,47 @@ class ProviderActor:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        """Serve jobs until cancelled; cancelling it cancels (and reaps) every job."""
-        async with trio.open_nursery() as nursery:
-            task_status.started()
-            with self._inbox_recv:
-                async for job in self._inbox_recv:
-                    nursery.start_soon(self._serve, job, name=f"{self.name}:job")
+        """Serve jobs until cancelled, or until retired and its jobs are done; cancelling
+        it cancels (and reaps) every job."""
+        try:
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                with self._inbox_recv:
+                    async for job in self._inbox_recv:
+                        nursery.start_soon(self._serve, job, name=f"{self.name}:job")
+        finally:
+            self.finished.set()
 
     async def submit(self, request: ChatRequest, model: str) -> Ticket:
         """Hand a job to the actor. Blocks only until the actor has taken it.
 
-        Raises :class:`trio.BrokenResourceError` when the actor is no longer running.
+        A retired actor (:meth:`retire`) takes no job: its ticket holds one terminal
+        ``CANCELLED`` error (category ``unavailable``: the chain moves on). Raises
+        :class:`trio.BrokenResourceError` when the actor is no longer running.
         """
         send, recv = trio.open_memory_channel[Event](REPLY_BUFFER)
         scope = trio.CancelScope()
         try:
+            if self._retired:
+                raise trio.ClosedResourceError
             await self._inbox_send.send(_Job(request, model, send, scope))
+        except trio.ClosedResourceError:  # retired, before or while handing the job over
+            with send:
+                send.send_nowait(Error(code=Code.CANCELLED, category="unavailable",
+                                       message=f"{self.name} was replaced by a config "
+                                               "reload before this hop started"))
+            return Ticket(recv, scope)
         except BaseException:
             send.close()
             recv.close()
             raise
         return Ticket(recv, scope)
+
+    def retire(self) -> None:
+        """Take no new job; :meth:`run` returns once the jobs it runs have finished (a config
+        reload replaced this actor). Sync, idempotent."""
+        self._retired = True
+        self._inbox_send.close()
 
     async def _serve(self, job: _Job) -> None:
         with job.reply, job.scope:

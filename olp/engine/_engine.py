@@ -91,6 +91,7 @@ class _Walk:
     route: Route
     request: ChatRequest
     context: RequestContext
+    actors: Mapping[str, ProviderActor]  # the engine's when the request came (a reload swaps)
     chain_id: str = field(default_factory=lambda: secrets.token_hex(6))
     records: list[HopRecord] = field(default_factory=list)
     first: tuple[Hop, Error] | None = None
@@ -116,7 +117,7 @@ class _Walk:
                              skip.retry_after_s)
                 continue
             source, status = await self.engine.sources.open(
-                self.engine.actors[hop.provider], hop, self.request, self.context)
+                self.actors[hop.provider], hop, self.request, self.context)
             if status in ("miss", "bypass"):
                 self.engine.ledger.record(hop.provider)
                 self.engine.changed()
@@ -278,7 +279,11 @@ class Completion:
 
 
 class Engine:
-    """Routes requests to provider actors, hop by hop, under the caller's cancellation."""
+    """Routes requests to provider actors, hop by hop, under the caller's cancellation.
+
+    A config reload swaps ``router``, ``actors`` and the retry budgets (:meth:`reconfigure`);
+    a request keeps the route and actors it started with.
+    """
 
     def __init__(self, router: Router, actors: Mapping[str, ProviderActor], *,
                  health: HealthBook | None = None, ledger: Ledger | None = None,
@@ -292,6 +297,12 @@ class Engine:
         self.ledger = ledger or Ledger()
         self._on_change = on_change
         self._retry_budgets = dict(cli_retry_budget_s or {})
+
+    def reconfigure(self, router: Router, actors: Mapping[str, ProviderActor], *,
+                    cli_retry_budget_s: Mapping[str, float]) -> None:
+        """Serve new requests with ``router`` and ``actors`` (sync: no request sees half)."""
+        self.router, self.actors = router, actors
+        self._retry_budgets = dict(cli_retry_budget_s)
 
     def retry_budget(self, provider: str) -> float:
         """How long ``provider``'s CLI may retry on its own when no other hop could take
@@ -330,7 +341,8 @@ class Engine:
         client went away), the hop in progress is abandoned: its process group is killed
         and its slot returned by its actor.
         """
-        walk = _Walk(self, self.router.resolve(request.model), request, context)
+        walk = _Walk(self, self.router.resolve(request.model), request, context,
+                     self.actors)
         while (attempt := await walk.next_attempt()) is not None:
             try:
                 outcome = await _until_first_content(attempt.source, attempt.hop, walk)
@@ -353,7 +365,8 @@ class Engine:
 
         Raises like :meth:`open`; cancellation abandons the hop in progress.
         """
-        walk = _Walk(self, self.router.resolve(request.model), request, context)
+        walk = _Walk(self, self.router.resolve(request.model), request, context,
+                     self.actors)
         partial: Completion | None = None
         while (attempt := await walk.next_attempt()) is not None:
             hop, source = attempt.hop, attempt.source

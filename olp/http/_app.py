@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ class Services:
     recorder: Recorder | None = None  # the audit trail and usage ledger (None: not kept)
     db: Database | None = None  # where the usage and audit views read from
     metrics_access: str = "owner"  # server.metrics: owner | loopback | off
+    config_state: Callable[[], dict[str, Any]] | None = None  # the config reloads (/health)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -194,6 +196,9 @@ def create_app(services: Services) -> QuartTrio:
         body: dict[str, Any] = {"status": "ok", "version": __version__}
         if g.principal.tier == "owner":
             body["uptime_s"] = round(time.time() - services.started_at, 1)
+            body["pid"] = os.getpid()
+            if services.config_state is not None:
+                body["config"] = services.config_state()
             resilience = services.engine.health.snapshot()
             body["providers"] = {
                 name: {**services.provider_info.get(name, {}), **_actor_stats(actor),

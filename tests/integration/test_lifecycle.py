@@ -68,7 +68,9 @@ def run_dirs(tmp: Path, pid: int | None = None) -> list[Path]:
     return sorted(tmp.glob(f"olp-run-{pid if pid is not None else '*'}-*"))
 
 
-async def test_sighup_is_ignored_mid_stream(tmp_path: Path) -> None:
+async def test_sighup_mid_stream_reloads_and_never_stops(tmp_path: Path) -> None:
+    """A closing terminal's SIGHUP (or ``olp reload``) reloads the config; the stream in
+    flight completes and the proxy keeps serving."""
     with trio.fail_after(60):
         async with run_proxy(tmp_path / "home", claude(tmp_path, "success", "0.3")) as proxy:
             async with trio.open_nursery() as nursery:
@@ -77,7 +79,9 @@ async def test_sighup_is_ignored_mid_stream(tmp_path: Path) -> None:
             assert outcome == ["Hello from the mock upstream."]  # completed, with [DONE]
             assert proxy.process.returncode is None
             assert await in_thread(lambda: ask(proxy)) == "Hello from the mock upstream."
-            assert any(e.get("msg") == "reload not supported yet; ignored" for e in proxy.logs)
+            assert any(e.get("msg") == "SIGHUP: reloading the config" for e in proxy.logs)
+            assert await wait_until(lambda: any(e.get("event") == "reloaded"
+                                                for e in proxy.logs), within=20)
 
 
 async def test_kill_9_takes_the_unconfined_cli_and_the_next_start_reaps(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ RANKS: Final[dict[str, int]] = {
     "olp.http": 4,
     "olp.providers": 5, "olp.routing": 5, "olp.server": 5, "olp.cli": 5, "olp.doctor": 5,
     "olp.migrate": 5, "olp.status": 5, "olp.connect": 5, "olp.service": 5, "olp.setup": 5,
+    "olp.reloading": 5,
     "olp.__main__": 5,
 }
 #: Rank 5 wires everything together and may import anything.
