@@ -236,3 +236,26 @@ async def test_nonzero_exit_and_garbage_are_failures_not_crashes(
     events = await drain(await actor.submit(REQ, "m"))
     assert isinstance(events[-1][1], Error) and events[-1][1].code == "CLI_FAILED"
     assert_clean(actor, spawner)
+
+
+async def test_a_retired_actor_finishes_its_jobs_and_takes_no_new_one(
+        autojump_clock: trio.testing.MockClock) -> None:
+    """A config reload retires a replaced actor: its job in flight runs to its end, a job
+    offered after gets a terminal CANCELLED (category unavailable: the chain moves on), and
+    run() returns once the last job is done."""
+    actor, spawner = make_actor([text(1, "a"), text(2, "b"), Exit(0, 0)])
+    async with trio.open_nursery() as nursery:
+        await nursery.start(actor.run)
+        ticket = await actor.submit(REQ, "m")
+        await trio.sleep(0.5)
+        actor.retire()
+        late = await actor.submit(REQ, "m")
+        [(at, refused)] = await drain(late)
+        assert at == 0.5 and isinstance(refused, Error)
+        assert (refused.code, refused.category) == ("CANCELLED", "unavailable")
+        events = await drain(ticket)
+        assert [e.text for _, e in events if isinstance(e, TextDelta)] == ["a", "b"]
+        assert isinstance(events[-1][1], Stop) and events[-1][0] == 3
+        await actor.finished.wait()
+        assert trio.current_time() == 3  # run() ended with its last job, not before
+    assert len(spawner.runs) == 1 and actor.statistics().in_flight == 0
