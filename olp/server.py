@@ -212,6 +212,7 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
         services.recorder = Recorder(db, retention=retention(settings))
         services.db = db
         services.metrics_access = settings.config.server.metrics
+        services.dashboard = settings.config.server.dashboard
         reloader = Reloader(settings, runtime, engine, services, registry, environ)
         services.config_state = reloader.state
         app = create_app(services)

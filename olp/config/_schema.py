@@ -148,6 +148,8 @@ class ServerConfig(Strict, frozen=True, kw_only=True):
     # GET /metrics: the owner's key ("owner"), or no key from a loopback address
     # ("loopback"; any other address still needs the owner's key), or not served ("off")
     metrics: Literal["owner", "loopback", "off"] = "owner"
+    # GET /dashboard: only from this machine ("loopback"), from any address ("on"), or "off"
+    dashboard: Literal["loopback", "on", "off"] = "loopback"
 
 
 class AuditConfig(Strict, frozen=True, kw_only=True):

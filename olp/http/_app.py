@@ -5,6 +5,7 @@ same engine (:mod:`._dialect`)."""
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
@@ -19,7 +20,16 @@ from quart_trio import QuartTrio
 from werkzeug.exceptions import HTTPException
 
 from olp import __version__
-from olp.accounting import LimitExceeded, Recorder, RequestLimiter
+from olp.accounting import (
+    LimitExceeded,
+    Recorder,
+    RequestLimiter,
+    audit_page,
+    day_of,
+    quota_figures,
+    quota_view,
+    usage_report,
+)
 from olp.actors import ProviderActor
 from olp.cache import CacheStore, Singleflight
 from olp.engine import Answer, ChainFailed, Engine, UnknownModel, UnusableChain
@@ -29,7 +39,7 @@ from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
 from olp.store import Database
 
-from . import _chat, _views
+from . import _chat, _dashboard, _views
 from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect, dialect_for_path
 from ._errors import ApiError
 from ._metrics import CONTENT_TYPE, ActorGauge, Metrics
@@ -81,6 +91,7 @@ class Services:
     db: Database | None = None  # where the usage and audit views read from
     metrics_access: str = "owner"  # server.metrics: owner | loopback | off
     config_state: Callable[[], dict[str, Any]] | None = None  # the config reloads (/health)
+    dashboard: str = "loopback"  # server.dashboard: loopback | on | off
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -94,12 +105,15 @@ ANONYMOUS = _Anonymous()
 #: Who scrapes ``/metrics`` without a key from a loopback address (``server.metrics``
 #: ``"loopback"``); it can read nothing else.
 METRICS_SCRAPER = _Anonymous(key_id="metrics", name="metrics")
+#: A dashboard visitor not logged in: it can reach the login page only.
+VISITOR = _Anonymous(key_id="visitor", name="visitor")
 
 
 def create_app(services: Services) -> QuartTrio:
     """Build the app. Every route needs an OLP key (``Authorization: Bearer`` or
     ``x-api-key``); views raise :class:`ApiError` for OpenAI-shaped failures."""
     app = QuartTrio("olp")
+    sessions = _dashboard.Sessions()
     metrics = Metrics(actors=lambda: {n: _gauge(a) for n, a in services.actors.items()},
                       health=services.engine.health.snapshot)
     app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
@@ -176,6 +190,19 @@ def create_app(services: Services) -> QuartTrio:
         g.t0 = trio.current_time()
         rule = request.url_rule.rule if request.url_rule is not None else request.path
         g.trace = Trace(f"{request.method} {rule}", t0=g.t0)
+        if _dashboard.is_dashboard_path(request.path):
+            if services.dashboard == "off":
+                raise ApiError(404, "The dashboard is off here (server.dashboard).",
+                               "invalid_request_error", "not_found")
+            if services.dashboard == "loopback" and not _from_loopback():
+                raise ApiError(403, "The dashboard answers only on this machine (set "
+                               "server.dashboard to \"on\" to open it).", "permission_error",
+                               "dashboard_loopback_only")
+            principal = _dashboard.session_principal(sessions)
+            g.principal = principal or VISITOR
+            if principal is not None:
+                g.trace.key, g.trace.key_name = str(principal.key_id), principal.name
+            return
         token = _token_from_headers()
         if request.path == "/metrics" and services.metrics_access == "loopback" \
                 and token is None and _from_loopback():
@@ -193,8 +220,11 @@ def create_app(services: Services) -> QuartTrio:
 
     @app.get("/health")
     async def health() -> Response:
+        return _json(health_body(owner=g.principal.tier == "owner"))
+
+    def health_body(*, owner: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"status": "ok", "version": __version__}
-        if g.principal.tier == "owner":
+        if owner:
             body["uptime_s"] = round(time.time() - services.started_at, 1)
             body["pid"] = os.getpid()
             if services.config_state is not None:
@@ -210,7 +240,7 @@ def create_app(services: Services) -> QuartTrio:
                 body["providers"].setdefault(name, {**info, "running": False})
             body["resilience"] = resilience
             body["chains"] = services.engine.router.chain_status()
-        return _json(body)
+        return body
 
     @app.get("/v1/models")
     async def models() -> Response:
@@ -411,7 +441,76 @@ def create_app(services: Services) -> QuartTrio:
                 "unavailable": unavailable}
 
     _views.add_routes(app, services.db, owner_only=_owner_only, quota_inputs=quota_inputs)
+
+    async def dashboard_state() -> dict[str, Any]:
+        """Everything the dashboard shows, in one answer."""
+        state = health_body(owner=True)
+        now = time.time()
+        state["now"] = now
+        if services.db is not None:
+            state.update(await trio.to_thread.run_sync(_dashboard_figures, services.db, now))
+            state["quota"] = quota_view(**quota_inputs(), figures=state.pop("figures"), now=now)
+        else:
+            state.update({"recent": [], "trend": [], "usage_today": {}, "quota": quota_view(
+                **quota_inputs(), figures={}, now=now)})
+        keys = await services.keys.list() if hasattr(services.keys, "list") else []
+        usage = state.pop("usage_today")
+        state["keys"] = [{"id": k.id, "name": k.name, "tier": k.tier,
+                          "today": usage.get(str(k.id), {"requests": 0, "tokens": 0})}
+                         for k in keys if k.active]
+        if services.cache is None:
+            state["cache"] = {"enabled": False}
+        else:
+            stats = await services.cache.stats()
+            state["cache"] = {"enabled": True, "hits": stats.hits, "misses": stats.misses,
+                              "entries": stats.entries, "bytes": stats.bytes}
+        return state
+
+    async def dashboard_action(name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """One of the dashboard's buttons (the caller checked the session and CSRF)."""
+        key = str(body.get("key") or "")
+        if name == "reset_cooldowns":
+            cleared = services.engine.health.reset()
+            services.engine.changed()
+            return {"message": f"Reset {cleared} cooldown(s) and circuit(s)."}
+        if name == "clear_cache" and key:
+            deleted = await services.cache.clear(key) if services.cache is not None else 0
+            return {"message": f"Deleted {deleted} cached answer(s) of key {key}."}
+        if name == "revoke_key" and key and hasattr(services.keys, "revoke"):
+            if await services.keys.revoke(key):
+                return {"message": f"Revoked the key {key}."}
+            raise ApiError(404, f"No active key named {key!r}.", "invalid_request_error",
+                           "key_not_found")
+        raise ApiError(400, f"Unknown action {name!r}.", "invalid_request_error",
+                       "invalid_action")
+
+    _dashboard.add_routes(app, sessions, authenticate=services.keys.authenticate,
+                          state=dashboard_state, action=dashboard_action)
     return app
+
+
+def _dashboard_figures(db: Database, now: float) -> dict[str, Any]:
+    """The database's part of the dashboard (blocks): today per key, 30 days, recent rows."""
+    rows = usage_report(db, now, days=30)
+    today = day_of(now)
+    per_key: dict[str, dict[str, int]] = {}
+    per_day: dict[str, dict[str, int]] = {}
+    for r in rows:
+        tokens = int(r["prompt_tokens"]) + int(r["completion_tokens"])
+        day = per_day.setdefault(r["day"], {"requests": 0, "tokens": 0})
+        day["requests"] += int(r["requests"])
+        day["tokens"] += tokens
+        if r["day"] == today:
+            mine = per_key.setdefault(r["key"], {"requests": 0, "tokens": 0})
+            mine["requests"] += int(r["requests"])
+            mine["tokens"] += tokens
+    start = dt.date.fromisoformat(today) - dt.timedelta(days=29)
+    trend = [{"day": d, **per_day.get(d, {"requests": 0, "tokens": 0})}
+             for d in ((start + dt.timedelta(days=i)).isoformat() for i in range(30))]
+    rows_seen, _ = audit_page(db, limit=200)
+    recent = [r for r in reversed(rows_seen) if r["requested_model"]][:20]  # model requests
+    return {"usage_today": per_key, "trend": trend, "recent": recent,
+            "figures": quota_figures(db, now)}
 
 
 async def _upkeep(runs: list[Callable[..., Any]], scope: trio.CancelScope, *,

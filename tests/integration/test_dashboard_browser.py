@@ -1,0 +1,165 @@
+"""The owner's dashboard in a real browser: Debian's ``chromium``, headless, driven by
+Playwright's Python package with ``executable_path``, against a running ``olp start``.
+
+Login with one password field (a guest key refused, the owner's accepted), a session cookie
+that is ``HttpOnly`` and ``SameSite=Strict`` and expires, the key never in a URL; every panel
+filled with live data; one action (revoking a guest key) that takes effect; a POST without
+the CSRF token refused. Screenshots go to the test's directory (and, with
+``OLP_DASHBOARD_SCREENSHOT=PATH``, the README's picture is refreshed).
+
+In CI (``CI=true``) a missing chromium fails the test; elsewhere it skips with the reason
+(``./dev`` installs chromium when it runs as root).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
+
+pytestmark = pytest.mark.integration
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _need_chromium() -> str:
+    if CHROMIUM is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("chromium is not installed (./dev installs it as root: apt-get "
+                        "install chromium)")
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+    return CHROMIUM
+
+
+def config() -> dict[str, Any]:
+    return {"providers": {"enabled": {"openai": False, "mistral": False},
+                          "anthropic": {"binary": str(FAKE_CLAUDE),
+                                        "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake"}}},
+            "routing": {"chains": {"smart": [
+                {"name": "sub", "provider": "anthropic", "model": "claude-sonnet-4-6"}]}}}
+
+
+def browse(proxy: Proxy, chromium: str, guest: str, shots: Path) -> dict[str, Any]:
+    """Everything the browser saw (sync Playwright, run in a worker thread)."""
+    from playwright.sync_api import sync_playwright
+
+    seen: dict[str, Any] = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 1000})
+            page = context.new_page()
+            page.goto(f"{proxy.url}/dashboard")
+            page.fill("#key", guest)
+            page.click("button[type=submit]")
+            seen["guest_error"] = page.text_content("#error")
+            page.fill("#key", proxy.token)
+            page.click("button[type=submit]")
+            # the page runs under its own CSP (no eval): wait with locators, not scripts
+            page.wait_for_selector("#providers tbody tr")
+            page.locator("#recent tbody tr").nth(1).wait_for()
+            seen["url"] = page.url
+            seen["cookies"] = context.cookies()
+            for panel in ("providers", "quota", "chains", "usage", "recent"):
+                seen[panel] = page.inner_text(f"#{panel} tbody")
+            seen["hit_rate"] = page.text_content("#hit-rate")
+            seen["bars"] = page.locator("#trend svg rect").count()
+            page.screenshot(path=str(shots / "dashboard.png"), full_page=True)
+            page.on("dialog", lambda dialog: dialog.accept())
+            page.click("button[data-act=revoke_key][data-key='kid']")
+            page.wait_for_selector("#flash:has-text('Revoked')")
+            seen["flash"] = page.text_content("#flash")
+            seen["usage_after"] = page.inner_text("#usage tbody")
+            # measuring needs a script: this context alone lets the test's own run
+            phone = browser.new_context(viewport={"width": 390, "height": 844},
+                                        storage_state=context.storage_state(), bypass_csp=True)
+            small = phone.new_page()
+            small.goto(f"{proxy.url}/dashboard")
+            small.wait_for_selector("#providers tbody tr")
+            seen["phone_overflow"] = small.evaluate(
+                "document.documentElement.scrollWidth > window.innerWidth + 1")
+            small.screenshot(path=str(shots / "dashboard-phone.png"), full_page=True)
+            seen["session"] = next(c["value"] for c in context.cookies()
+                                   if c["name"] == "olp_session")
+        finally:
+            browser.close()
+    return seen
+
+
+async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
+    chromium = _need_chromium()
+    home = tmp_path / "home"
+    with trio.fail_after(120):
+        async with run_proxy(home, config()) as proxy:
+            made = await in_thread(lambda: subprocess.run(
+                [sys.executable, "-m", "olp", "keys", "create", "kid", "--json"],
+                env={"PATH": "/usr/bin:/bin", "OLP_HOME": str(home)}, capture_output=True,
+                text=True, timeout=30, check=True))
+            kid = json.loads(made.stdout)["key"]
+            for key in (kid, kid, proxy.token):  # usage, a cache hit, recent requests
+                assert (await in_thread(lambda k=key: httpx.post(
+                    f"{proxy.url}/v1/chat/completions", timeout=30,
+                    headers={"Authorization": f"Bearer {k}"},
+                    json={"model": "smart", "messages": [{"role": "user", "content": "hi"}]}
+                ))).status_code == 200
+            await trio.sleep(0.6)  # the recorder commits every 250 ms
+            seen = await in_thread(lambda: browse(proxy, chromium, kid, tmp_path))
+            csrf_less = await in_thread(lambda: httpx.post(
+                f"{proxy.url}/dashboard/api/action", json={"action": "reset_cooldowns"},
+                cookies={"olp_session": seen["session"]}, timeout=10))
+            guest_after = await in_thread(lambda: httpx.get(
+                f"{proxy.url}/v1/models", headers={"Authorization": f"Bearer {kid}"},
+                timeout=10))
+    assert "guest key" in seen["guest_error"]
+    assert proxy.token not in seen["url"] and seen["url"].endswith("/dashboard")
+    [cookie] = [c for c in seen["cookies"] if c["name"] == "olp_session"]
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert time.time() + 3600 < cookie["expires"] < time.time() + 13 * 3600
+    assert "anthropic" in seen["providers"] and "ready" in seen["providers"]
+    assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
+    assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]
+    assert "kid" in seen["usage"] and "owner-env" in seen["usage"]
+    assert "smart" in seen["recent"] and "anthropic/claude-sonnet-4-6" in seen["recent"]
+    assert seen["hit_rate"].endswith("%")
+    assert seen["bars"] == 30
+    assert "Revoked the key kid" in seen["flash"] and "kid" not in seen["usage_after"]
+    assert guest_after.status_code == 401  # the revoked key no longer works
+    assert csrf_less.status_code == 403
+    assert not seen["phone_overflow"]  # readable on a phone: nothing wider than the screen
+    assert (tmp_path / "dashboard.png").stat().st_size > 10_000
+    target = os.environ.get("OLP_DASHBOARD_SCREENSHOT")
+    if target:
+        shutil.copy(tmp_path / "dashboard.png", target)
+
+
+async def test_a_guest_cannot_reach_the_dashboard_api_and_off_hides_it(tmp_path: Path) -> None:
+    cfg = config()
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg) as proxy:
+            login = await in_thread(lambda: httpx.get(f"{proxy.url}/dashboard", timeout=10))
+            api = await in_thread(lambda: httpx.get(f"{proxy.url}/dashboard/api/state",
+                                                    timeout=10))
+            bearer = await in_thread(lambda: httpx.get(
+                f"{proxy.url}/dashboard/api/state", timeout=10,
+                headers={"Authorization": f"Bearer {proxy.token}"}))
+        cfg["server"] = {"dashboard": "off"}
+        async with run_proxy(tmp_path / "home2", cfg) as proxy:
+            off = await in_thread(lambda: httpx.get(f"{proxy.url}/dashboard", timeout=10))
+    assert login.status_code == 200 and 'type="password"' in login.text
+    assert "cdn" not in login.text.lower() and "https://" not in login.text
+    assert "default-src 'self'" in login.headers["content-security-policy"]
+    assert "frame-ancestors 'none'" in login.headers["content-security-policy"]
+    assert api.status_code == 401
+    assert bearer.status_code == 401  # the API takes the session cookie, not the key
+    assert off.status_code == 404
