@@ -545,7 +545,9 @@ def _migrate_from_ocp(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with Database(settings.db_path) as db:
             report = migrate.migrate(source, db, dry_run=args.dry_run,
-                                     with_usage=args.with_usage)
+                                     with_usage=args.with_usage,
+                                     progress=lambda line: print(f"olp: {line}",
+                                                                 file=sys.stderr, flush=True))
     except (migrate.MigrationError, KeyNameError) as exc:
         print(f"olp: {exc}", file=sys.stderr)
         return 1

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from olp.store import Database, ImportedKey, ImportResult, KeyPolicy, Limits, import_keys
 
+#: Usage rows between two progress lines.
+PROGRESS_EVERY = 10_000
 #: ``state`` entry: the highest OCP ``usage_log.id`` already imported.
 USAGE_MARK = "migrate.ocp.usage_log_id"
 _QUOTAS = {"quota_daily": "per_day", "quota_weekly": "per_week", "quota_monthly": "per_month"}
@@ -81,14 +84,19 @@ def read_ocp_keys(conn: sqlite3.Connection) -> tuple[list[ImportedKey], int]:
     return keys, revoked
 
 
-def migrate(ocp_db: Path, db: Database, *, dry_run: bool = False,
-            with_usage: bool = False) -> Report:
-    """Import ``ocp_db`` into OLP's ``db`` (see the module docstring)."""
+def migrate(ocp_db: Path, db: Database, *, dry_run: bool = False, with_usage: bool = False,
+            progress: Callable[[str], None] | None = None) -> Report:
+    """Import ``ocp_db`` into OLP's ``db`` (see the module docstring); ``progress`` is told
+    what is being done (every :data:`PROGRESS_EVERY` usage rows on a large store)."""
+    say = progress or (lambda _: None)
     conn = _open_read_only(ocp_db)
     try:
         try:
             keys, revoked = read_ocp_keys(conn)
+            say(f"read {len(keys)} key(s) ({revoked} revoked left out)")
             usage = _read_usage(conn) if with_usage else []
+            if with_usage:
+                say(f"read {len(usage)} usage row(s)")
         except sqlite3.Error as exc:
             raise _error(ocp_db, exc) from None
     finally:
@@ -99,7 +107,7 @@ def migrate(ocp_db: Path, db: Database, *, dry_run: bool = False,
         report.keys = import_keys(c, keys)
         if usage:
             by_origin = {k.origin: k for k in report.keys}
-            report.usage_rows, report.usage_skipped = _import_usage(c, usage, by_origin)
+            report.usage_rows, report.usage_skipped = _import_usage(c, usage, by_origin, say)
         if dry_run:
             raise _Rollback
         return report
@@ -184,14 +192,17 @@ def _read_usage(conn: sqlite3.Connection) -> list[_UsageRow]:
 
 
 def _import_usage(c: sqlite3.Connection, rows: list[_UsageRow],
-                  keys: dict[str, ImportResult]) -> tuple[int, int]:
+                  keys: dict[str, ImportResult], say: Callable[[str], None]
+                  ) -> tuple[int, int]:
     """Add the rows after the last one imported to the ledger (in the caller's transaction);
     returns (imported, skipped)."""
     mark_row = c.execute("SELECT value FROM state WHERE name = ?", (USAGE_MARK,)).fetchone()
     mark = int(mark_row[0]) if mark_row is not None else 0
     imported = skipped = 0
     last = mark
-    for row in rows:
+    for n, row in enumerate(rows, start=1):
+        if n % PROGRESS_EVERY == 0:
+            say(f"usage: {n} of {len(rows)} row(s)")
         if row.id <= mark:
             continue
         last = max(last, row.id)

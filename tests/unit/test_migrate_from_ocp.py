@@ -157,3 +157,13 @@ def test_an_unusable_store_is_a_clear_error_and_imports_nothing(
                                 or "not an OCP key store" in err)
     with Database(home / "olp" / "olp.db") as db:
         assert KeyStore(db).list() == []
+
+
+def test_it_says_what_it_is_doing(home: Path, capsys: pytest.CaptureFixture[str],
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("olp.migrate.PROGRESS_EVERY", 2)  # a "large" store: 4 rows
+    source = ocp_store(home / "big.db")
+    assert main(["migrate-from-ocp", "--ocp-db", str(source), "--with-usage"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == ["olp: read 2 key(s) (1 revoked left out)", "olp: read 4 usage row(s)",
+                   "olp: usage: 2 of 4 row(s)", "olp: usage: 4 of 4 row(s)"]
