@@ -97,9 +97,11 @@ def unit_text(*, olp_argv: list[str], env: Mapping[str, str], grace_s: float) ->
     return "\n".join(lines) + "\n"
 
 
-def plist_bytes(*, olp_argv: list[str], env: Mapping[str, str], log_path: Path) -> bytes:
+def plist_bytes(*, olp_argv: list[str], env: Mapping[str, str], log_path: Path,
+                grace_s: float = 30.0) -> bytes:
     """The launchd agent running ``olp_argv start`` with ``env``, restarted when it fails,
-    its log (stderr) in ``log_path``."""
+    its log (stderr) in ``log_path``; launchd waits the drain grace + 10 s after SIGTERM
+    (``ExitTimeOut``; its default, 20 s, is shorter than the default drain)."""
     agent = {
         "Label": LABEL,
         "ProgramArguments": [*olp_argv, "start"],
@@ -107,6 +109,7 @@ def plist_bytes(*, olp_argv: list[str], env: Mapping[str, str], log_path: Path) 
         "RunAtLoad": True,
         "KeepAlive": {"SuccessfulExit": False},
         "StandardErrorPath": str(log_path),
+        "ExitTimeOut": math.ceil(grace_s + STOP_MARGIN_S),
     }
     return plistlib.dumps(agent, fmt=plistlib.FMT_XML)
 
@@ -370,10 +373,11 @@ def _launchd_uninstall(path: Path, runner: Runner, out: TextIO) -> int:
 
 
 def _launchd(action: str, settings: Settings, *, print_only: bool, out: TextIO, err: TextIO,
-             environ: Mapping[str, str], runner: Runner) -> int:
+             environ: Mapping[str, str], runner: Runner, grace_s: float) -> int:
     """The macOS branch of :func:`run`."""
     env = service_env(settings, environ.get("PATH", os.defpath))
-    data = plist_bytes(olp_argv=olp_command(), env=env, log_path=settings.home / LOG_FILE)
+    data = plist_bytes(olp_argv=olp_command(), env=env, log_path=settings.home / LOG_FILE,
+                       grace_s=grace_s)
     path = _plist_path(environ)
     if print_only:
         out.write(data.decode())
@@ -414,7 +418,7 @@ def run(action: str, settings: Settings, *, print_only: bool, out: TextIO, err: 
                         environ=environ, runner=call, grace_s=grace_s)
     if platform == "darwin":
         return _launchd(action, settings, print_only=print_only, out=out, err=err,
-                        environ=environ, runner=call)
+                        environ=environ, runner=call, grace_s=grace_s)
     print(f"olp service: not supported on {platform} (systemd on Linux and launchd on macOS "
           f"are); run `olp start` under your own service manager.", file=err)
     return 1

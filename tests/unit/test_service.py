@@ -294,6 +294,7 @@ def test_darwin_install_writes_and_bootstraps_the_agent(
         "OLP_LOG_LEVEL": "info", "PATH": PATH}
     assert agent["RunAtLoad"] is True
     assert agent["KeepAlive"] == {"SuccessfulExit": False}
+    assert agent["ExitTimeOut"] == 40  # the 30 s drain + 10 s: launchd's 20 s would cut it
     assert agent["StandardErrorPath"] == str(tmp_path / "olp.log")
     assert TOKEN.encode() not in path.read_bytes()
     assert runner.calls == [["launchctl", "bootstrap", f"gui/{os.getuid()}", str(path)]]
