@@ -25,6 +25,7 @@ from olp.actors import (
     ProcessSpawner,
     ProviderActor,
     Sandbox,
+    WarmSettings,
     find_bwrap,
     install_roots,
     kit,
@@ -118,8 +119,9 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
         if not report.credentials:
             log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
                         extra={"provider": name, "fix": report.fixes[-1]})
-        runtime.actors[name] = ProviderActor(name, runner,
-                                             max_concurrent=provider.max_concurrent)
+        runtime.actors[name] = ProviderActor(
+            name, runner, max_concurrent=provider.max_concurrent,
+            pool=runner.pool if isinstance(runner, CliRunner) else None)
         runtime.providers[name] = Provider(
             provider, running=True, credentials=report.credentials, metered=report.metered,
             problem="" if report.credentials else "no credentials",
@@ -188,7 +190,8 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
     runner = CliRunner(spec.adapter(), spawner, CliConfig(
         binary=binary, env=provider.env, extra_args=provider.extra_args,
         home_files=provider.home_files, timeouts=provider.timeouts,
-        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox))
+        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox),
+        warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s))
     missing = runner.preflight()
     report.credentials = missing is None
     if missing is not None:

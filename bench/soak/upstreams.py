@@ -71,7 +71,9 @@ def start_mocks(root: Path) -> tuple[Server, dict[str, str]]:
 def proxy_config(root: Path, mocks: dict[str, str], marker: str, slots: int) -> dict[str, Any]:
     """One provider per mock and the three CLIs behind the dispatcher (unconfined: the soak
     is about the proxy, not the sandbox); circuits that never open, so every request meets
-    its fault; a cache large enough to never evict; keep-alive connections kept idle for
+    its fault; a cache large enough to never evict; no warm pools (the run checks that no CLI
+    process outlives its request, and a warm process waits by design; the pools have their
+    own tests, ``tests/integration/test_warm_pool.py``); keep-alive connections kept idle for
     :data:`KEEP_ALIVE_S`: a client on a loaded machine can take longer than the default 5 s to
     send its next request on one, and a server closing it meanwhile races that request (the
     HTTP/1.1 keep-alive race: the client sees a disconnect without a response), which is
@@ -84,7 +86,7 @@ def proxy_config(root: Path, mocks: dict[str, str], marker: str, slots: int) -> 
     for provider, (fake, prefix, _, key_var) in CLIS.items():
         providers[provider] = {
             "binary": str(dispatcher), "sandbox": False, "max_concurrent": slots,
-            "timeouts": TIMEOUTS,
+            "timeouts": TIMEOUTS, "warm": 0,
             "env": {"SOAK_FAKE": str(fake), "SOAK_PREFIX": prefix, name: value,
                     f"FAKE_{prefix}_ECHO": "1", key_var: "sk-soak-fake"}}
     for mock, url in mocks.items():

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 
 from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, is_terminal
+
+from ._warm import PoolStatistics, WarmPool
 
 log = logging.getLogger("olp.actors")
 
@@ -65,6 +67,7 @@ class ActorStatistics:
     max_concurrent: int
     jobs_started: int
     jobs_refused: int
+    warm: PoolStatistics | None = None  # its warm pool, when it has one
 
 
 class ProviderActor:
@@ -72,12 +75,15 @@ class ProviderActor:
 
     At most ``max_concurrent`` jobs run at once; a job that finds every slot taken is
     answered ``CONCURRENCY_LIMIT`` at once instead of queueing (the fallback chain exists
-    for overflow).
+    for overflow). ``pool`` is the runner's warm pool (:mod:`olp.actors._warm`), which the
+    actor runs beside its jobs and ends with them.
     """
 
-    def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int) -> None:
+    def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int,
+                 pool: WarmPool[Any, Any] | None = None) -> None:
         self.name = name
         self.runner = runner
+        self.pool = pool
         self.limiter = trio.CapacityLimiter(max_concurrent)
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
         self._jobs_started = 0
@@ -88,18 +94,23 @@ class ProviderActor:
     def statistics(self) -> ActorStatistics:
         stats = self.limiter.statistics()
         return ActorStatistics(self.name, stats.borrowed_tokens, int(stats.total_tokens),
-                               self._jobs_started, self._jobs_refused)
+                               self._jobs_started, self._jobs_refused,
+                               self.pool.statistics() if self.pool is not None else None)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
         """Serve jobs until cancelled, or until retired and its jobs are done; cancelling
-        it cancels (and reaps) every job."""
+        it cancels (and reaps) every job and warm process."""
         try:
             async with trio.open_nursery() as nursery:
+                if self.pool is not None:
+                    await nursery.start(self.pool.run)
                 task_status.started()
                 with self._inbox_recv:
                     async for job in self._inbox_recv:
                         nursery.start_soon(self._serve, job, name=f"{self.name}:job")
+                if self.pool is not None:  # retired: no job will take a warm process
+                    self.pool.close()
         finally:
             self.finished.set()
 
@@ -130,9 +141,11 @@ class ProviderActor:
 
     def retire(self) -> None:
         """Take no new job; :meth:`run` returns once the jobs it runs have finished (a config
-        reload replaced this actor). Sync, idempotent."""
+        reload replaced this actor); its idle warm processes end now. Sync, idempotent."""
         self._retired = True
         self._inbox_send.close()
+        if self.pool is not None:
+            self.pool.close()
 
     async def _serve(self, job: _Job) -> None:
         with job.reply, job.scope:

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import logging
 import os
 import shutil
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import msgspec
 import trio
 
 from olp.failures import Code
@@ -17,10 +20,13 @@ from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
 from ._adapter import CapabilityMissing, CliAdapter, Invocation
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._lines import LineTooLong
-from ._process import Spawner, SpawnError, SpawnSpec
+from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import Sandbox
 from ._tool_gate import ToolGate
+from ._warm import Lease, WarmPool, WarmSettings
+
+log = logging.getLogger("olp.actors")
 
 Emit = Callable[[Event], Awaitable[None]]
 
@@ -51,12 +57,17 @@ class CliConfig:
 
 
 class CliRunner:
-    """Runs jobs for one CLI provider. Stateless between jobs; the actor owns concurrency."""
+    """Runs jobs for one CLI provider. Stateless between jobs (the actor owns concurrency),
+    except for its warm pool when ``warm.size`` > 0 (the actor runs it: :attr:`pool`)."""
 
-    def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig) -> None:
+    def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig, *,
+                 warm: WarmSettings | None = None) -> None:
         self.adapter = adapter
         self.spawner = spawner
         self.config = config
+        self.pool: WarmPool[WarmProcess, tuple[ChatRequest, str]] | None = (
+            WarmPool(adapter.name, self._boot_warm, warm)
+            if warm is not None and warm.size > 0 else None)
 
     def environment(self, home: Path) -> dict[str, str]:
         """The CLI's whole environment: minimal base, adapter defaults, configured ``env``."""
@@ -76,11 +87,16 @@ class CliRunner:
     async def run(self, request: ChatRequest, model: str, emit: Emit) -> None:
         """Run one job, emitting IR events and always, last, exactly one terminal event.
 
-        Blocks for the life of the CLI. On cancellation the process group is killed (TERM,
-        then KILL after the spawner's grace) and the temporary directories are removed
-        before the cancellation propagates; no terminal event is sent then.
+        A warm process from :attr:`pool` serves the job when one matches it (the same spawn,
+        started ahead of time); else the CLI is spawned now. Blocks for the life of the CLI.
+        On cancellation the process group is killed (TERM, then KILL after the spawner's
+        grace) and the temporary directories are removed before the cancellation propagates;
+        no terminal event is sent then.
         """
         terminal: Event | None = self.preflight()
+        if terminal is None and (lease := self._take_warm(request, model)) is not None:
+            async with lease as warm:
+                terminal = await self._answer_warm(request, model, warm, emit)
         if terminal is None:
             # The job's directories are made and removed synchronously: a few small local
             # file operations, and a cleanup with no checkpoint cannot be interrupted. They
@@ -92,16 +108,14 @@ class CliRunner:
                 shutil.rmtree(base, ignore_errors=True)
         await emit(terminal)
 
-    async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
-                              emit: Emit) -> Error | Event:
+    def _prepare(self, request: ChatRequest, model: str, base: Path
+                 ) -> tuple[SpawnSpec, Invocation, Path]:
+        """Build the spawn for ``request`` in job directory ``base`` and make its directories
+        (a few small local writes). Raises :class:`CapabilityMissing`."""
         workdir, home = base / "work", base / "home"
-        try:
-            invocation = self.adapter.invocation(
-                request, binary=self.config.binary, model=model, workdir=workdir,
-                extra_args=self.config.extra_args)
-        except CapabilityMissing as exc:
-            return Error(code=Code.CAPABILITY, category="client_error", message=str(exc),
-                         status=400)
+        invocation = self.adapter.invocation(
+            request, binary=self.config.binary, model=model, workdir=workdir,
+            extra_args=self.config.extra_args)
         base_env = self.environment(home)
         links = self.adapter.home_links(base_env, self.config.real_home)
         env = {**base_env, **invocation.env}
@@ -110,44 +124,160 @@ class CliRunner:
         if self.config.sandbox is not None:
             argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=workdir,
                                             writable=links.values())
-        spec = SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir)
+        return SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir), \
+            invocation, workdir
+
+    async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
+                              emit: Emit) -> Error | Event:
+        try:
+            spec, _, workdir = self._prepare(request, model, base)
+        except CapabilityMissing as exc:
+            return Error(code=Code.CAPABILITY, category="client_error", message=str(exc),
+                         status=400)
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
-        # Every parser's tool calls are checked against the request (_tool_gate.py); a
-        # terminal event from it ends the spawn (a CLI left waiting on tools/call is killed).
-        parser = ToolGate(self.adapter.parser(workdir), request)
         try:
             async with self.spawner.open(spec) as proc:
-                while True:
-                    deadline = clock.deadline
-                    with trio.move_on_at(deadline):
-                        try:
-                            line = await proc.receive_line()
-                        except LineTooLong as exc:
-                            return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
-                                         message=str(exc))
-                        if line is None:
-                            returncode = await proc.wait()
-                            stderr_tail = proc.stderr_tail()
-                            for event in parser.trailer(returncode, stderr_tail):
-                                await emit(event)
-                            return parser.finish(returncode, stderr_tail)
-                        for event in parser.feed(line):
-                            if is_terminal(event):
-                                if isinstance(event, Stop) and event.finish_reason == "tool_calls":
-                                    # Waiting on a tools/call the bridge never answers:
-                                    # SIGKILL now (a TERM lets claude ask the model again,
-                                    # a second billed request; ADR 0012, decision 3).
-                                    proc.kill()
-                                return event
-                            if is_content(event):
-                                clock.content()
-                            await emit(event)
-                        clock.activity()  # once content has flowed, every line restarts idle
-                        continue
-                    return clock.timeout_error(deadline)
+                return await self._read(proc, request, workdir, clock, emit)
         except SpawnError as exc:
             code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
             return Error(code=code, category="unavailable", message=str(exc))
+
+    # --- warm processes (olp/actors/_warm.py) ---------------------------------------------
+
+    def _take_warm(self, request: ChatRequest, model: str) -> Lease[WarmProcess] | None:
+        """A warm process for this request's spawn, or ``None``. Only a request whose spawn
+        does not depend on its conversation is warmed: the spawn of its *template* (the
+        request with only its system messages) must be the same, or no warm process started
+        from a template could ever serve it (codex's image files, say)."""
+        if self.pool is None:
+            return None
+        template = _template_of(request)
+        try:
+            key = self._spawn_identity(request, model, _KEY_WORKDIR)
+            if key != self._spawn_identity(template, model, _KEY_WORKDIR):
+                return None
+        except CapabilityMissing:
+            return None
+        return self.pool.take(key, (template, model))
+
+    def _spawn_identity(self, request: ChatRequest, model: str, workdir: Path) -> Hashable:
+        invocation = self.adapter.invocation(
+            request, binary=self.config.binary, model=model, workdir=workdir,
+            extra_args=self.config.extra_args)
+        return _identity(invocation)
+
+    @contextlib.asynccontextmanager
+    async def _boot_warm(self, template: tuple[ChatRequest, str]
+                         ) -> AsyncIterator[WarmProcess]:
+        """Start one warm process for ``template`` (the pool's boot): the same spawn a cold
+        job gets, with stdin left open. Raises when it cannot start (no credentials, the
+        binary missing); leaving the context kills its group and removes its files."""
+        request, model = template
+        problem = self.preflight()
+        if problem is not None:
+            raise WarmStartError(problem.message)
+        base = job_dir()
+        try:
+            spec, invocation, workdir = self._prepare(request, model, base)
+            async with self.spawner.open(dataclasses.replace(spec, stdin=None)) as proc:
+                yield WarmProcess(proc, workdir, _identity(invocation))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+
+    async def _answer_warm(self, request: ChatRequest, model: str, warm: WarmProcess,
+                           emit: Emit) -> Error | Event | None:
+        """Hand ``request`` to a warm process: its turn on stdin, then read it like a cold
+        spawn. ``None`` when it cannot take it after all (it died before reading its turn,
+        or its spawn differs): nothing was sent, the caller spawns cold."""
+        invocation = self.adapter.invocation(
+            request, binary=self.config.binary, model=model, workdir=warm.workdir,
+            extra_args=self.config.extra_args)
+        if _identity(invocation) != warm.identity:
+            log.warning("a warm process did not match its request's spawn; spawning cold",
+                        extra={"provider": self.adapter.name})
+            return None
+        clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
+        try:
+            await warm.process.send_input(invocation.stdin)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            log.warning("a warm process died at hand-out; spawning cold",
+                        extra={"provider": self.adapter.name})
+            return None
+        return await self._read(warm.process, request, warm.workdir, clock, emit)
+
+    # --- reading a CLI ---------------------------------------------------------------------
+
+    async def _read(self, proc: CliProcess, request: ChatRequest, workdir: Path,
+                    clock: DeadlineClock, emit: Emit) -> Error | Event:
+        """Read ``proc`` to its end under ``clock``'s deadlines; the terminal event."""
+        # Every parser's tool calls are checked against the request (_tool_gate.py); a
+        # terminal event from it ends the spawn (a CLI left waiting on tools/call is killed).
+        parser = ToolGate(self.adapter.parser(workdir), request)
+        while True:
+            deadline = clock.deadline
+            with trio.move_on_at(deadline):
+                try:
+                    line = await proc.receive_line()
+                except LineTooLong as exc:
+                    return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
+                                 message=str(exc))
+                if line is None:
+                    returncode = await proc.wait()
+                    stderr_tail = proc.stderr_tail()
+                    for event in parser.trailer(returncode, stderr_tail):
+                        await emit(event)
+                    return parser.finish(returncode, stderr_tail)
+                for event in parser.feed(line):
+                    if is_terminal(event):
+                        if isinstance(event, Stop) and event.finish_reason == "tool_calls":
+                            # Waiting on a tools/call the bridge never answers:
+                            # SIGKILL now (a TERM lets claude ask the model again,
+                            # a second billed request; ADR 0012, decision 3).
+                            proc.kill()
+                        return event
+                    if is_content(event):
+                        clock.content()
+                    await emit(event)
+                clock.activity()  # once content has flowed, every line restarts idle
+                continue
+            return clock.timeout_error(deadline)
+
+
+@dataclass(frozen=True, slots=True)
+class WarmProcess:
+    """A CLI started ahead of time, waiting on stdin for its turn (a warm pool's unit).
+    ``identity`` is its spawn (:func:`_identity`) for its ``workdir``."""
+
+    process: CliProcess
+    workdir: Path
+    identity: Hashable
+
+    def running(self) -> bool:
+        return self.process.running()
+
+    def rss_bytes(self) -> int:
+        return self.process.rss_bytes()
+
+
+class WarmStartError(Exception):
+    """A warm process could not be started (the pool backs off and retries)."""
+
+
+#: The working directory a spawn's key is computed for (never created).
+_KEY_WORKDIR = Path("/nonexistent/olp-warm-key/work")
+
+
+def _identity(invocation: Invocation) -> Hashable:
+    """Everything fixed when a CLI starts: its argv, files, binary files and environment."""
+    return (tuple(invocation.argv), tuple(sorted(invocation.files.items())),
+            tuple(sorted(invocation.binary_files.items())), tuple(sorted(invocation.env.items())))
+
+
+def _template_of(request: ChatRequest) -> ChatRequest:
+    """``request`` with only its system and developer messages: what a warm process is
+    started from (no conversation text is kept for warming)."""
+    return msgspec.structs.replace(request, messages=tuple(
+        m for m in request.messages if m.role in ("system", "developer")))
 
 
 def _prepare_dirs(workdir: Path, home: Path, invocation: Invocation,

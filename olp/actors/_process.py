@@ -34,10 +34,12 @@ STDERR_TAIL_BYTES = 16_384
 
 @dataclass(frozen=True, slots=True)
 class SpawnSpec:
-    """Everything needed to start one CLI process. ``stdin`` is written, then closed."""
+    """Everything needed to start one CLI process. ``stdin`` is written, then closed; ``None``
+    leaves stdin an open pipe the caller writes through :meth:`CliProcess.send_input` (a warm
+    process started before its request, or a long-lived server)."""
 
     argv: Sequence[str]
-    stdin: bytes
+    stdin: bytes | None
     env: Mapping[str, str]
     cwd: Path
 
@@ -68,6 +70,21 @@ class CliProcess(Protocol):
     def kill(self) -> None:
         """SIGKILL the whole process group now (no grace; never blocks). Leaving the
         spawner's context afterwards still waits for the exit and sweeps the group."""
+        ...
+
+    async def send_input(self, data: bytes, *, close: bool = True) -> None:
+        """Write ``data`` to stdin (then close it when ``close``). Only for a process spawned
+        with ``stdin=None``. Blocks until the pipe took the bytes; raises
+        :class:`trio.BrokenResourceError` when the process no longer reads (it died)."""
+        ...
+
+    def running(self) -> bool:
+        """Whether the process has not exited yet (a cheap, non-blocking check)."""
+        ...
+
+    def rss_bytes(self) -> int:
+        """Resident memory of its whole process group now (0 when unknown). Reads ``/proc``
+        (briefly blocking)."""
         ...
 
 
@@ -112,6 +129,31 @@ def _unstartable(argv0: str, env: Mapping[str, str]) -> OSError | None:
     if os.sep in argv0 and os.path.exists(argv0):
         return PermissionError(errno.EACCES, os.strerror(errno.EACCES))
     return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """The summed resident memory of process group ``pgid`` (Linux ``/proc``; 0 elsewhere or
+    when it is gone). Reads one small file per process on the machine (briefly blocking)."""
+    total = 0
+    page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            fields = stat[stat.rindex(b")") + 2:].split()
+            if int(fields[2]) != pgid:  # state, ppid, pgrp, ...
+                continue
+            with open(f"/proc/{entry}/statm", "rb") as f:
+                total += int(f.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -160,6 +202,23 @@ class _RealProcess:
     def kill(self) -> None:
         _signal_group(self._proc.pid, signal.SIGKILL)  # pgid == pid: start_new_session=True
 
+    async def send_input(self, data: bytes, *, close: bool = True) -> None:
+        stdin = self._proc.stdin
+        if stdin is None:
+            raise RuntimeError("this process was given its stdin when it started")
+        try:
+            if data:
+                await stdin.send_all(data)
+        finally:
+            if close:
+                await stdin.aclose()
+
+    def running(self) -> bool:
+        return self._proc.poll() is None
+
+    def rss_bytes(self) -> int:
+        return group_rss_bytes(self._proc.pid)  # pgid == pid: start_new_session=True
+
 
 class ProcessSpawner:
     """Real subprocesses: own session and process group, every pipe drained.
@@ -186,7 +245,8 @@ class ProcessSpawner:
                     argv, pass_fds = _with_lifeline(spec.argv)
                     proc: trio.Process = await nursery.start(partial(
                         trio.run_process, argv, pass_fds=pass_fds,
-                        stdin=spec.stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                        stdin=subprocess.PIPE if spec.stdin is None else spec.stdin,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                         check=False, start_new_session=True, cwd=spec.cwd, env=dict(spec.env),
                         deliver_cancel=partial(_terminate_group, self.kill_grace)))
                 except OSError as exc:

@@ -92,6 +92,10 @@ class ProviderSpec:
     - ``cache_bypass``: requests this provider must always run (never served from the cache).
     - ``capabilities``: see :data:`CapabilitySource`.
     - ``probe_model``: the model ``olp doctor --probe`` asks.
+    - ``warm``: the default size of its warm pool (``providers.<name>.warm``; processes
+      started ahead of time, :mod:`olp.actors._warm`), chosen from its measured start-up
+      gain and idle memory; ``None`` when starting it ahead gains nothing, ``warm_reason``
+      says why (shown in the config error).
     """
 
     name: str
@@ -111,6 +115,8 @@ class ProviderSpec:
     cache_bypass: Callable[[ChatRequest], bool] = never_bypass
     capabilities: CapabilitySource = "registry"
     probe_model: str | None = None
+    warm: int | None = None
+    warm_reason: str = ""
 
     def __post_init__(self) -> None:
         if self.kind == "cli":

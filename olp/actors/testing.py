@@ -22,6 +22,9 @@ from olp.ir._events import EVENT_DECODER, EVENT_ENCODER
 from ._adapter import Invocation, LineParser
 from ._process import CliProcess, SpawnError, SpawnSpec
 
+#: The resident memory every running fake process reports.
+FAKE_RSS_BYTES = 1 << 20
+
 
 @dataclass(frozen=True, slots=True)
 class Line:
@@ -58,6 +61,10 @@ class FakeRun:
     killed: bool = False
     killed_at_once: bool = False  # ended by CliProcess.kill() (SIGKILL, no grace)
     lines_sent: int = 0
+    #: What :meth:`CliProcess.send_input` wrote (a process spawned with ``stdin=None``).
+    input: bytes = b""
+    input_closed: bool = False
+    input_at: float | None = None
 
 
 @dataclass(slots=True)
@@ -67,8 +74,12 @@ class _FakeProcess:
     returncode: int | None = None
     stderr: bytes = b""
     _pending_delay: float | None = field(default=None)
+    #: A process spawned with ``stdin=None`` plays its script only once it has input.
+    started_reading: trio.Event = field(default_factory=trio.Event)
 
     async def receive_line(self) -> bytes | None:
+        if self.run.spec.stdin is None:
+            await self.started_reading.wait()
         while self.steps:
             step = self.steps[0]
             if isinstance(step, Hang):
@@ -108,6 +119,24 @@ class _FakeProcess:
             self.returncode = -9
             self.run.killed = self.run.killed_at_once = True
 
+    async def send_input(self, data: bytes, *, close: bool = True) -> None:
+        await trio.lowlevel.checkpoint()
+        if self.run.spec.stdin is not None:
+            raise RuntimeError("this process was given its stdin when it started")
+        if self.returncode is not None or self.run.input_closed:
+            raise trio.BrokenResourceError("the fake process no longer reads stdin")
+        self.run.input += data
+        self.run.input_closed = close
+        if self.run.input_at is None:
+            self.run.input_at = trio.current_time()
+        self.started_reading.set()
+
+    def running(self) -> bool:
+        return self.returncode is None and self.run.ended_at is None
+
+    def rss_bytes(self) -> int:
+        return FAKE_RSS_BYTES if self.running() else 0
+
 
 class FakeSpawner:
     """Plays ``script(spec)`` for every spawn. ``fail_with`` makes spawns fail instead."""
@@ -117,11 +146,20 @@ class FakeSpawner:
         self._script = script
         self._fail_with = fail_with
         self.runs: list[FakeRun] = []
+        self._procs: list[_FakeProcess] = []
 
     @property
     def alive(self) -> int:
         """Fake processes started and not yet ended: must be 0 once a job is over."""
         return sum(1 for r in self.runs if r.ended_at is None)
+
+    def crash(self, index: int, code: int = 1) -> None:
+        """Make spawn ``index`` exit now with ``code`` (a warm process dying while it waits)."""
+        proc = self._procs[index]
+        if proc.returncode is None:
+            proc.steps.clear()
+            proc.returncode = code
+            proc.started_reading.set()
 
     @contextlib.asynccontextmanager
     async def open(self, spec: SpawnSpec) -> AsyncIterator[CliProcess]:
@@ -131,6 +169,7 @@ class FakeSpawner:
         run = FakeRun(spec=spec, started_at=trio.current_time())
         self.runs.append(run)
         proc = _FakeProcess(list(self._script(spec)), run)
+        self._procs.append(proc)
         try:
             yield proc
         finally:

@@ -165,6 +165,10 @@ def _check(config: Config, source: Path) -> None:
         for rel in block.home_files:
             if why := _bad_home_file(rel, block.home_files):
                 fail(f"{where}.home_files", f"{rel!r} {why}")
+        spec = kit.spec_for(name, "cli" if block.kind is None else block.kind)
+        if block.warm and spec is not None and spec.warm is None:
+            why = spec.warm_reason or f"{spec.kind} providers start no process"
+            fail(f"{where}.warm", f"{name} cannot be kept warm: {why}; remove it or set 0")
         for path in block.sandbox_read_only:
             if not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
                 fail(f"{where}.sandbox_read_only", f"{path!r} must be an absolute path")

@@ -69,6 +69,8 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
     consent: bool = False  # the owner accepts a tier-B provider's risk (see olp.actors.kit)
+    warm: Annotated[int, msgspec.Meta(ge=0, le=16)] | None = None  # None: the kit's default
+    warm_ttl_s: Positive = 600.0
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "

@@ -41,6 +41,8 @@ class ProviderSettings:
     cli_retry_budget_s: float = 20.0
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
+    warm: int = 0  # warm processes kept idle (0: none)
+    warm_ttl_s: float = 600.0
 
     @property
     def spec(self) -> kit.ProviderSpec | None:
@@ -122,6 +124,8 @@ class Settings:
             cli_retry_budget_s=block.cli_retry_budget_s,
             sandbox=block.sandbox,
             sandbox_read_only=block.sandbox_read_only,
+            warm=block.warm if block.warm is not None else (spec.warm or 0),
+            warm_ttl_s=block.warm_ttl_s,
         )
 
 

@@ -563,14 +563,15 @@ def _from_loopback() -> bool:
 
 def _gauge(actor: ProviderActor) -> ActorGauge:
     stats = actor.statistics()
-    return ActorGauge(stats.in_flight, stats.max_concurrent, stats.jobs_refused)
+    return ActorGauge(stats.in_flight, stats.max_concurrent, stats.jobs_refused, stats.warm)
 
 
 def _actor_stats(actor: ProviderActor) -> dict[str, Any]:
     stats = actor.statistics()
     return {"running": True, "in_flight": stats.in_flight,
             "max_concurrent": stats.max_concurrent, "jobs_started": stats.jobs_started,
-            "jobs_refused": stats.jobs_refused}
+            "jobs_refused": stats.jobs_refused,
+            "warm": dataclasses.asdict(stats.warm) if stats.warm is not None else None}
 
 
 def _owner_only() -> None:

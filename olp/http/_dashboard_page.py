@@ -63,7 +63,8 @@ PAGE: Final = """<!doctype html>
 <p id="flash" class="mute" style="padding:0 16px"></p>
 <main>
 <section id="providers"><h2>Providers</h2><table><thead><tr><th>provider</th><th>state</th>
-<th>in flight</th><th>credentials</th><th>tier</th></tr></thead><tbody></tbody></table>
+<th>in flight</th><th>warm</th><th>credentials</th><th>tier</th></tr></thead><tbody></tbody>
+</table>
 <p><button id="reset-cooldowns" type="button">Reset cooldowns and circuits</button></p></section>
 <section id="quota"><h2>Quota and resets</h2><table><thead><tr><th>provider</th><th>state</th>
 <th>windows</th><th>next reset</th></tr></thead><tbody></tbody></table>
@@ -92,6 +93,13 @@ function left(ts) {
   return h ? `${h}h ${m}m` : m ? `${m}m ${s}s` : `${s}s`;
 }
 function row(cells) { return "<tr>" + cells.map((c) => `<td>${c}</td>`).join("") + "</tr>"; }
+function warmCell(w) {
+  if (!w) return '<span class="mute">off</span>';
+  const mb = Math.round(w.memory_bytes / 1048576);
+  return `${w.warm}/${w.size} warm` + (w.booting ? ` · ${w.booting} starting` : "") +
+    `<div class="mute">${w.hits} hits · ${w.misses} misses · ${mb} MB</div>`;
+}
+
 function render() {
   if (!state) return;
   $("#version").textContent = "v" + state.version + " · up " + left(Date.now() / 1000 + state.uptime_s);
@@ -104,6 +112,7 @@ function render() {
     return row([`<b>${esc(name)}</b><div class="mute">${esc((p.binary || "").split("/").pop())} ${esc(p.version || "")}</div>`,
       st + (problems ? `<div class="mute">${problems}</div>` : ""),
       p.running ? `${p.in_flight}/${p.max_concurrent}` : "–",
+      warmCell(p.warm),
       p.credentials ? (p.metered ? "metered" : "subscription") : '<span class="bad">none</span>',
       esc(p.risk_tier || "")]);
   }).join("");

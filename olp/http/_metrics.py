@@ -18,6 +18,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from olp.actors import PoolStatistics
+
 from ._trace import NOT_SPAWNED, Trace
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -33,6 +35,7 @@ class ActorGauge:
     in_flight: int
     max_concurrent: int
     jobs_refused: int
+    warm: PoolStatistics | None = None
 
 
 class _LiveState(Collector):
@@ -51,10 +54,28 @@ class _LiveState(Collector):
         refused = CounterMetricFamily("olp_spawn_refusals", "Jobs a provider refused because "
                                       "every slot was busy (CONCURRENCY_LIMIT)",
                                       labels=["provider"])
+        warm = GaugeMetricFamily("olp_warm_processes", "Warm pool units by state (warm: "
+                                 "waiting for a request; booting; in_use)",
+                                 labels=["provider", "state"])
+        warm_memory = GaugeMetricFamily("olp_warm_memory_bytes", "Resident memory of the "
+                                        "warm processes waiting", labels=["provider"])
+        warm_results = CounterMetricFamily("olp_warm_requests", "Warmable requests: hit (a "
+                                           "warm process served it) or miss (spawned cold)",
+                                           labels=["provider", "result"])
+        warm_failures = CounterMetricFamily("olp_warm_failures", "Warm processes that failed "
+                                            "to start or were found dead", labels=["provider"])
         for name, a in actors.items():
             in_flight.add_metric([name], a.in_flight)
             limit.add_metric([name], a.max_concurrent)
             refused.add_metric([name], a.jobs_refused)
+            if (w := a.warm) is not None:
+                for state, count in (("warm", w.warm), ("booting", w.booting),
+                                     ("in_use", w.in_use)):
+                    warm.add_metric([name, state], count)
+                warm_memory.add_metric([name], w.memory_bytes)
+                warm_results.add_metric([name, "hit"], w.hits)
+                warm_results.add_metric([name, "miss"], w.misses)
+                warm_failures.add_metric([name], w.failures)
         health = self._health()
         cooling = GaugeMetricFamily("olp_cooldown_active", "1 while a provider (or one of its "
                                     "models) rests until a usage window or rate limit resets",
@@ -70,7 +91,8 @@ class _LiveState(Collector):
             cooling.add_metric([name], 1 if mine else 0)
             remaining.add_metric([name], min(mine) if mine else 0)
             circuit.add_metric([name], 1 if name in circuits else 0)
-        yield from (in_flight, limit, refused, cooling, remaining, circuit)
+        yield from (in_flight, limit, refused, cooling, remaining, circuit, warm, warm_memory,
+                    warm_results, warm_failures)
 
 
 class Metrics:

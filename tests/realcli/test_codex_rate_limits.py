@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 import trio
-from mock_openai_responses import MockResponses, serve_mock
+from mock_openai_responses import MockResponses, offered_tools, serve_mock
 from olp_harness import real_cli
 from test_proxy_real_codex import KEY, codex_config_toml
 
@@ -157,6 +157,8 @@ async def test_exec_json_prints_no_snapshot(tmp_path: Path, nursery: trio.Nurser
     # the auth mode really was the one asked for: ChatGPT sends the account id
     assert request["headers"].get("chatgpt-account-id") == \
         ("acct-mock" if auth == "chatgpt" else None)
+    # no tool in either mode: a ChatGPT login offered image_gen until it was switched off
+    assert offered_tools(request["body"]) == []
     assert [o["type"] for o in objs] == SUCCESS_TYPES
     assert objs[3]["item"] == {"id": "item_1", "type": "agent_message",
                                "text": "Hello from the mock upstream."}

@@ -60,7 +60,7 @@ def test_the_fixtures_say_what_was_removed() -> None:
     before = json.loads((FIXTURES / "codex-tools-before.json").read_text())["tools"]
     after = json.loads((FIXTURES / "codex-tools-after.json").read_text())["tools"]
     assert {"exec_command", "apply_patch", "view_image"} <= set(before)
-    assert set(after) <= {"request_user_input"}  # the one tool codex always registers
+    assert after == []  # not even request_user_input (ADR 0009)
 
 
 async def test_default_config_offers_no_host_tool(tmp_path: Path, nursery: trio.Nursery) -> None:

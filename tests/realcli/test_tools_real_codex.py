@@ -38,10 +38,9 @@ WEATHER = ToolSpec(name="get_weather", description="Get the current weather for 
 TOOLS: list[Any] = [{"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather for a city.",
     "parameters": WEATHER.parameters}}]
-#: what codex offers besides the bridge's tools (request_user_input always; the MCP resource
-#: readers once an MCP server is configured: they only read from the bridge, which has none)
-LEFT = {"request_user_input", "list_mcp_resources", "list_mcp_resource_templates",
-        "read_mcp_resource"}
+#: what codex offers besides the bridge's tools: the MCP resource readers once an MCP server
+#: is configured (they only read from the bridge, which has none)
+LEFT = {"list_mcp_resources", "list_mcp_resource_templates", "read_mcp_resource"}
 
 
 async def start_mock(nursery: trio.Nursery) -> MockResponses:

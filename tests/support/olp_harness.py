@@ -96,7 +96,8 @@ async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] |
     ``tests/integration/test_sandbox.py`` and, with every real CLI, in ``tests/realcli``.
     """
     await trio.Path(home).mkdir(parents=True, exist_ok=True)
-    await trio.Path(home / "config.json").write_text(json.dumps(unconfined_fakes(config)))
+    await trio.Path(home / "config.json").write_text(
+        json.dumps(cold_by_default(unconfined_fakes(config))))
     proc_env = {
         "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(home)),
         "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_OWNER_TOKEN": OWNER_TOKEN,
@@ -184,6 +185,19 @@ def unconfined_fakes(config: dict[str, Any]) -> dict[str, Any]:
             block.setdefault("sandbox", False)
             if block["sandbox"] and "sandbox_read_only" not in block:
                 block["sandbox_read_only"] = [str(REPO / "tests" / "fixtures")]
+    return config
+
+
+def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``warm: 0`` for every CLI provider that does not set ``warm``: most
+    tests assert that no CLI process outlives its request, and a warm pool keeps one
+    waiting. The pools are tested where a test sets ``warm`` (``test_warm_*``)."""
+    providers = config.setdefault("providers", {})
+    for name in ("anthropic", "openai"):
+        providers.setdefault(name, {})
+    for name, block in providers.items():
+        if name != "enabled" and isinstance(block, dict) and "kind" not in block:
+            block.setdefault("warm", 0)
     return config
 
 

@@ -1,4 +1,5 @@
-"""The claude argv/stdin/files: exact argv, no client text on argv, images refused."""
+"""The claude argv/stdin/files: exact argv, no client text on argv, the turn as one stream-json
+line on stdin (text, then images)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,20 @@ def invoke(req: ChatRequest, extra_args: tuple[str, ...] = ()) -> tuple[list[str
         str, str]]:
     inv = AnthropicAdapter().invocation(req, binary="/usr/bin/claude", model="claude-x",
                                         workdir=WORKDIR, extra_args=extra_args)
-    return list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.files)
+    return list(inv.argv), turn_text(inv.stdin), dict(inv.files)
+
+
+def turn(stdin: bytes) -> list[dict[str, object]]:
+    """The content blocks of the one stream-json user line on stdin."""
+    assert stdin.endswith(b"\n") and stdin.count(b"\n") == 1
+    line = json.loads(stdin)
+    assert line["type"] == "user" and line["message"]["role"] == "user"
+    blocks: list[dict[str, object]] = line["message"]["content"]
+    return blocks
+
+
+def turn_text(stdin: bytes) -> str:
+    return "".join(str(b["text"]) for b in turn(stdin) if b["type"] == "text")
 
 
 def test_adapter_satisfies_the_protocol() -> None:
@@ -41,7 +55,8 @@ def test_argv_is_exact_and_prompt_goes_on_stdin() -> None:
     argv, stdin, files = invoke(request(msg("system", SYSTEM), msg("user", USER_TEXT)),
                                 extra_args=("--effort", "low"))
     assert argv == [
-        "/usr/bin/claude", "-p", "--output-format", "stream-json", "--verbose",
+        "/usr/bin/claude", "-p", "--input-format", "stream-json", "--output-format",
+        "stream-json", "--verbose",
         "--include-partial-messages", "--tools", "", "--strict-mcp-config",
         "--setting-sources", "", "--disable-slash-commands", "--safe-mode",
         "--no-session-persistence",
@@ -98,18 +113,61 @@ def test_default_system_prompt_when_none_given() -> None:
 def test_stdin_is_utf8_of_the_flattened_prompt() -> None:
     req = request(msg("user", "a"), msg("assistant", "b"), msg("user", "c"))
     inv = AnthropicAdapter().invocation(req, binary="claude", model="m", workdir=WORKDIR)
-    assert inv.stdin.decode("utf-8").startswith("The conversation so far is below.")
-    assert inv.stdin.decode("utf-8").endswith("with no label.")
+    assert turn_text(inv.stdin).startswith("The conversation so far is below.")
+    assert turn_text(inv.stdin).endswith("with no label.")
 
 
-@pytest.mark.parametrize("where", ["user", "system", "assistant"])
-def test_images_anywhere_raise_capability_missing(where: str) -> None:
-    image = Message(role=where, content=(TextPart(text="look"),  # type: ignore[arg-type]
-                                         ImagePart(url="data:image/png;base64,AAAA")))
-    messages = [msg("user", "hi"), image] if where != "user" else [image]
+def test_images_become_base64_blocks_after_the_text_in_message_order() -> None:
+    first = Message(role="user", content=(TextPart(text="look"),
+                                          ImagePart(url="data:image/png;base64,iVBORw0=")))
+    second = Message(role="user", content=(ImagePart(url="data:image/jpg;base64,/9j/"),))
+    inv = AnthropicAdapter().invocation(request(first, msg("assistant", "ok"), second),
+                                        binary="claude", model="m", workdir=WORKDIR)
+    blocks = turn(inv.stdin)
+    assert blocks[0]["type"] == "text" and "[image]" in str(blocks[0]["text"])
+    assert blocks[1:] == [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBORw0="}},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/jpeg",
+                                     "data": "/9j/"}},
+    ]
+    assert "iVBORw0" not in " ".join(inv.argv)
+
+
+def test_an_image_alone_is_a_turn_without_text() -> None:
+    only = Message(role="user", content=(ImagePart(url="data:image/gif;base64,R0lGODlh"),))
+    inv = AnthropicAdapter().invocation(request(only), binary="claude", model="m",
+                                        workdir=WORKDIR)
+    assert [b["type"] for b in turn(inv.stdin)] == ["image"]
+
+
+@pytest.mark.parametrize(("url", "says"), [
+    ("https://example.com/cat.png", "does not fetch"),
+    ("file:///etc/passwd", "not data: URLs"),
+    ("data:image/tiff;base64,AAAA", "image/tiff"),
+    ("data:image/png;base64,", "undecodable"),
+])
+def test_images_claude_cannot_take_raise_capability_missing(url: str, says: str) -> None:
+    image = Message(role="user", content=(TextPart(text="look"), ImagePart(url=url)))
     with pytest.raises(CapabilityMissing) as info:
-        invoke(request(*messages))
-    assert info.value.capability == "images"
+        invoke(request(image))
+    assert says in str(info.value)
+
+
+def test_the_spawn_depends_on_the_system_text_and_model_never_on_the_conversation() -> None:
+    """What a warm claude is started with (argv, files, env) is the same for every request
+    sharing the system text, model and tools: only stdin carries the conversation."""
+    def spawn(*messages: Message) -> tuple[object, ...]:
+        inv = AnthropicAdapter().invocation(request(*messages), binary="claude", model="m",
+                                            workdir=WORKDIR)
+        return tuple(inv.argv), dict(inv.files), dict(inv.env), dict(inv.binary_files)
+
+    one = spawn(msg("system", SYSTEM), msg("user", "first question"))
+    two = spawn(msg("system", SYSTEM), msg("user", "other"), msg("assistant", "x"),
+                msg("user", "more"))
+    other_system = spawn(msg("system", "You are verbose."), msg("user", "first question"))
+    assert one == two
+    assert one != other_system
 
 
 def test_json_object_instruction_heads_the_prompt() -> None:

@@ -92,12 +92,13 @@ def test_no_tools_or_choice_none_keeps_the_full_lockdown_and_no_bridge() -> None
 def test_forced_choice_is_an_instruction_at_the_head_of_the_prompt() -> None:
     inv = build_invocation(request(tool_choice="required"), binary="claude", model="s",
                            workdir=WORK)
-    prompt = inv.stdin.decode()
+    prompt = json.loads(inv.stdin)["message"]["content"][0]["text"]
     assert prompt.startswith("You must answer this turn by calling one of your tools")
     assert prompt.endswith("What is the weather in Paris?")
     auto = build_invocation(request(tool_choice="auto"), binary="claude", model="s",
                             workdir=WORK)
-    assert auto.stdin == b"What is the weather in Paris?"
+    assert json.loads(auto.stdin)["message"]["content"] == [
+        {"type": "text", "text": "What is the weather in Paris?"}]
 
 
 # --- the parser on recorded lines --------------------------------------------------------------

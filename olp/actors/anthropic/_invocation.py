@@ -48,12 +48,14 @@ the spawn (measured with claude 2.1.332: the upstream request offered exactly th
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
-from olp.actors._adapter import CapabilityMissing, Invocation
+from olp.actors._adapter import Invocation
+from olp.actors._images import decode_image_url
 from olp.actors._prompt import flatten_prompt, json_instruction, system_text
 from olp.actors._toolbridge import (
     SERVER_NAME,
@@ -82,7 +84,13 @@ TOOLS_LOCKDOWN_ARGS: Final = tuple(a for a in LOCKDOWN_ARGS if a != "--safe-mode
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
-    """``claude -p`` in stream-json mode, the prompt on stdin, the system text in a file.
+    """``claude -p`` in stream-json mode both ways: the user turn is one JSON line on stdin
+    (:func:`user_line`), the system text in a file.
+
+    Everything but stdin depends only on the system text, the model, the offered tools and
+    ``extra_args``, never on the conversation: a claude started ahead of time waits on stdin
+    for its turn (``--input-format stream-json`` waits indefinitely), so a warm process
+    bound to those can take any request that shares them (``olp/actors/_warm.py``).
 
     The system text is every system/developer message joined by blank lines, or
     :data:`DEFAULT_SYSTEM_PROMPT` when there is none (so claude's long agent prompt is not
@@ -96,8 +104,8 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     so an owner's ``extra_args`` can still deliberately widen a spawn (claude takes the last
     value of a repeated option).
     """
-    if any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
-        raise CapabilityMissing("images")
+    images = [decode_image_url(p.url) for m in request.messages for p in m.content
+              if isinstance(p, ImagePart)]
     system = system_text(request.messages).strip() or DEFAULT_SYSTEM_PROMPT
     prompt = flatten_prompt(request.messages, include_system=False)
     tools = offered_tools(request)
@@ -117,9 +125,22 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
         tool_args = ["--mcp-config", str(workdir / MCP_CONFIG_FILE), "--allowedTools",
                      ",".join(TOOL_PREFIX + t.name for t in tools)]
     argv = [
-        binary, "-p", "--output-format", "stream-json", "--verbose",
+        binary, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+        "--verbose",
         "--include-partial-messages", *lockdown, *tool_args, "--no-session-persistence",
         "--model", model, "--system-prompt-file", str(workdir / SYSTEM_PROMPT_FILE),
         *extra_args,
     ]
-    return Invocation(argv=argv, stdin=prompt.encode("utf-8"), files=files)
+    return Invocation(argv=argv, stdin=user_line(prompt, images), files=files)
+
+
+def user_line(prompt: str, images: Sequence[tuple[str, bytes]] = ()) -> bytes:
+    """The stream-json user turn: a text block with ``prompt`` (none when it is empty, so
+    claude reports the missing input as it does for ``-p``), then one base64 image block per
+    ``(mime type, bytes)``; one JSON line, newline-terminated."""
+    content: list[dict[str, object]] = [{"type": "text", "text": prompt}] if prompt else []
+    content += [{"type": "image", "source": {"type": "base64", "media_type": mime,
+                                             "data": base64.b64encode(data).decode("ascii")}}
+                for mime, data in images]
+    line = {"type": "user", "message": {"role": "user", "content": content}}
+    return json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode("utf-8") + b"\n"

@@ -34,4 +34,7 @@ SPEC = ProviderSpec(
     cache_bypass=ChatRequest.has_cache_control_markers,
     capabilities="registry",
     probe_model="claude-haiku-4-5",
+    # measured: first content ~390 ms cold, ~134 ms from a claude waiting on stream-json
+    # stdin; ~150 MB resident while it waits (ADR 0019)
+    warm=1,
 )

@@ -27,8 +27,12 @@ runner closes stdin after it — an open stdin blocks codex).
     which enables none of them (codex prints a non-fatal "Model metadata for `M` not found"
     warning item; its generic base instructions are sent and no model-specific reasoning
     defaults).
-  - Left: ``request_user_input`` (always registered; it only asks the absent user and touches
-    no file). Anything an owner turns back on is contained only by the OS sandbox.
+  - ``-c features.image_generation=false``: with a ChatGPT login codex also offers
+    ``image_gen`` (a tool codex runs itself, taking local image paths), not with an API key;
+    ``-c tools.experimental_request_user_input={enabled=false}`` removes
+    ``request_user_input`` (a plain boolean there is refused, exit 1). Measured in
+    ``tests/fixtures/cli-reference/codex/app_server/`` (the same flags give ``"tools": []``).
+    Anything an owner turns back on is contained only by the OS sandbox.
 
 * **The request's tools** (when :func:`offered_tools` is not empty) reach the model through
   OLP's MCP bridge: ``olp-tools.json`` in the workdir and ``-c mcp_servers.olp.command=...
@@ -54,21 +58,19 @@ runner closes stdin after it — an open stdin blocks codex).
   because codex always marks it strict and OpenAI then rejects schemas that are not.
 * **Images**: each ``data:`` URL is decoded into ``image-N.<ext>`` in the workdir and passed
   as ``--image=<path>`` (the ``=`` form: ``-i`` takes several values and would swallow the
-  ``-``). Remote URLs → :class:`CapabilityMissing` ``("remote images")``; any other scheme
+  ``-``). Remote URLs → :class:`CapabilityMissing` (OLP fetches no URL); any other scheme
   (``file:``...) or an undecodable/unsupported data URL → ``CapabilityMissing`` too.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import unquote_to_bytes
 
-from olp.actors._adapter import CapabilityMissing, Invocation
+from olp.actors._adapter import Invocation
+from olp.actors._images import IMAGE_TYPES, decode_image_url
 from olp.actors._prompt import flatten_prompt, json_instruction
 from olp.actors._toolbridge import (
     SERVER_NAME,
@@ -89,6 +91,8 @@ TOOLS_OFF: Final = (
     "-c", "features.multi_agent=false", "-c", "features.multi_agent_v2=false",
     "-c", "features.apps=false", "-c", "features.plugins=false",
     "-c", "features.hooks=false", "-c", "features.shell_snapshot=false",
+    "-c", "features.image_generation=false",
+    "-c", "tools.experimental_request_user_input={enabled=false}",
     "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0",
 )
 BASE_ARGS: Final = ("exec", "--json", "--skip-git-repo-check", "--ephemeral",
@@ -104,9 +108,6 @@ CATALOG: Final = json.dumps({"models": [{
     "experimental_supported_tools": [], "apply_patch_tool_type": None,
     "supports_search_tool": False,
 }]}, sort_keys=True)
-#: The image types codex (and the Responses API) accept, by MIME type → file extension.
-IMAGE_TYPES: Final = {"image/png": "png", "image/jpeg": "jpg", "image/jpg": "jpg",
-                      "image/gif": "gif", "image/webp": "webp"}
 
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
@@ -171,30 +172,3 @@ def _images(request: ChatRequest) -> list[tuple[str, bytes]]:
                 mime, data = decode_image_url(part.url)
                 out.append((f"image-{len(out) + 1}.{IMAGE_TYPES[mime]}", data))
     return out
-
-
-def decode_image_url(url: str) -> tuple[str, bytes]:
-    """``(mime type, bytes)`` of a ``data:`` image URL; raises :class:`CapabilityMissing`
-    for remote URLs, other schemes, unsupported types and undecodable data."""
-    scheme = url.split(":", 1)[0].strip().lower() if ":" in url else ""
-    if scheme in ("http", "https"):
-        raise CapabilityMissing("remote images")
-    if scheme != "data":
-        raise CapabilityMissing("images that are not data: URLs")
-    header, sep, payload = url.partition(",")
-    if not sep:
-        raise CapabilityMissing("undecodable image data")
-    params = [p.strip().lower() for p in header[len("data:"):].split(";")]
-    mime = params[0] or "text/plain"
-    if mime not in IMAGE_TYPES:
-        raise CapabilityMissing(f"images of type {mime[:40]}")
-    try:
-        if "base64" in params[1:]:
-            data = base64.b64decode(unquote_to_bytes(payload).strip(), validate=False)
-        else:
-            data = unquote_to_bytes(payload)
-    except (binascii.Error, ValueError):
-        raise CapabilityMissing("undecodable image data") from None
-    if not data:
-        raise CapabilityMissing("undecodable image data")
-    return ("image/jpeg" if mime == "image/jpg" else mime), data

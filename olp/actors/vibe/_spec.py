@@ -31,4 +31,7 @@ SPEC = ProviderSpec(
     risk_tier="D",
     capabilities="registry",
     probe_model="devstral-small-2-25-12",
+    warm=None,
+    warm_reason="vibe -p reads its prompt before it starts up, so a vibe started ahead of "
+                "time answers no sooner (ADR 0019)",
 )

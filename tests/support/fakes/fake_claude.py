@@ -8,7 +8,9 @@ Stdlib only, so it runs under any python3. See tests/support/README.md for the c
            --disable-slash-commands --safe-mode --no-session-persistence --model M
            --system-prompt-file F``); ``--output-format stream-json`` needs ``--verbose``
            (else exit 1 with the real message). The prompt is read from stdin to EOF before
-           anything is printed, as the real CLI does.
+           anything is printed, as the real CLI does; with ``--input-format stream-json`` it
+           is the text blocks of the ``user`` lines (image blocks are counted, by media
+           type, in the echo digest). The system prompt file is read at start.
   env      FAKE_CLAUDE_SCENARIO   success (default) | rate_limit | auth | server_error |
                                   no_login | slow | hang | crash_mid_stream | garbage
            FAKE_CLAUDE_DELAY_S    pause before each line after the first (default 0.01);
@@ -90,6 +92,31 @@ BOOL_FLAGS = {
 }  # fmt: skip
 
 
+def _stream_json_turns(raw: str) -> tuple[str, list[str]]:
+    """The text and the image media types of the ``user`` lines of stream-json input."""
+    texts: list[str] = []
+    images: list[str] = []
+    for line in raw.splitlines():
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            _fail(f"Error parsing streaming input line: {line[:80]}")
+        if not isinstance(obj, dict) or obj.get("type") != "user":
+            continue
+        content = obj.get("message", {}).get("content", [])
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for block in content:
+            if block.get("type") == "text":
+                texts.append(block.get("text", ""))
+            elif block.get("type") == "image":
+                images.append(block.get("source", {}).get("media_type", "?"))
+    return "".join(texts), images
+
+
 def _fail(message: str, code: int = 1) -> None:
     sys.stderr.write(message + "\n")
     sys.stderr.flush()
@@ -126,6 +153,7 @@ class Fake:
         self.values = values
         self.partial = "--include-partial-messages" in flags
         self.positional = positional
+        self.images: list[str] = []
         self.delay = float(os.environ.get("FAKE_CLAUDE_DELAY_S", "0.01"))
         self.hold_file = os.environ.get("FAKE_CLAUDE_HOLD_FILE") or None
         self.held = False
@@ -403,6 +431,8 @@ class Fake:
             "stdin_chars": len(prompt),
             "stdin_sha256": hashlib.sha256(prompt.encode("utf-8")).hexdigest(),
             "system_prompt": system,
+            "images": self.images,
+            "pid": os.getpid(),
             "argv_prompt": " ".join(self.positional) or None,
             "cwd": self.cwd,
             "home": self.home,
@@ -536,11 +566,9 @@ def main() -> None:
         finally:
             os.close(fd)
 
-    # like the real CLI: nothing is printed before stdin reaches EOF
-    prompt = sys.stdin.buffer.read().decode("utf-8", "replace")
     system: str | None = None
     system_file = values.get("--system-prompt-file")
-    if system_file is not None:
+    if system_file is not None:  # read at start, as the real CLI does
         try:
             system = Path(system_file).read_text(encoding="utf-8")
         except OSError:
@@ -548,13 +576,19 @@ def main() -> None:
             fake.finish(1)
     elif "--system-prompt" in values:
         system = values["--system-prompt"]
-    if not prompt and not positional:
+    # like the real CLI: nothing is printed before stdin reaches EOF
+    raw = sys.stdin.buffer.read().decode("utf-8", "replace")
+    if values.get("--input-format", "text") == "stream-json":
+        prompt, fake.images = _stream_json_turns(raw)
+    else:
+        prompt = raw
+    if not prompt and not positional and not fake.images:
         sys.stderr.write(
             "Error: Input must be provided either through stdin or as a prompt argument "
             "when using --print\n"
         )
         fake.finish(1)
-    if not positional and not prompt.strip():
+    if not positional and not fake.images and not prompt.strip():
         sys.stderr.write(
             "Error: Input contained only whitespace. Provide a prompt with text through stdin "
             "or as a prompt argument when using --print\n"
