@@ -18,6 +18,7 @@ import msgspec
 from olp.actors import kit
 
 from ._schema import (
+    AuditConfig,
     AuthConfig,
     CacheConfig,
     ChainEntry,
@@ -55,6 +56,7 @@ class _RawConfig(Strict, frozen=True, kw_only=True):
     streaming: StreamingConfig = msgspec.field(default_factory=StreamingConfig)
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
     cache: CacheConfig = msgspec.field(default_factory=CacheConfig)
+    audit: AuditConfig = msgspec.field(default_factory=AuditConfig)
 
 
 def load_config(path: Path) -> Config:
@@ -93,7 +95,7 @@ def _decode(obj: object, path: Path) -> Config:
                             soft_triggers=soft, resilience=raw.routing.resilience)
     config = Config(auth=raw.auth, providers=ProvidersConfig(enabled=enabled, blocks=blocks),
                     routing=routing, streaming=raw.streaming, server=raw.server,
-                    cache=raw.cache)
+                    cache=raw.cache, audit=raw.audit)
     _check(config, path)
     return config
 

@@ -373,3 +373,38 @@ def test_resolve_binary_returns_an_absolute_path(home: Path, tmp_path: Path,
     found = resolve_binary("openai", _settings(home), {"OLP_CODEX_BIN": "rel/codex",
                                                         "PATH": os.defpath})
     assert found == str(tmp_path / "rel" / "codex")
+
+
+def test_the_readme_configuration_example_loads(tmp_path: Path) -> None:
+    """The example in the README's Configuration section is a valid config.json (every
+    section it shows, e.g. ``audit``, is read)."""
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    start = readme.index('```json\n{\n  "auth"') + len("```json\n")
+    example = readme[start:readme.index("```", start)]
+    path = tmp_path / "config.json"
+    path.write_text(example)
+    config = load_config(path)
+    assert config.audit.max_age_days == 90 and config.audit.usage_days == 400
+    assert config.providers.blocks["anthropic"].warm == 1
+
+
+# -- warm pools -----------------------------------------------------------------------------
+
+
+def test_warm_defaults_come_from_the_kit_and_can_be_overridden(home: Path) -> None:
+    settings = _settings(home, {"providers": {"openai": {"warm": 3, "warm_ttl_s": 60}}})
+    assert settings.provider("anthropic").warm == 1
+    assert (settings.provider("openai").warm, settings.provider("openai").warm_ttl_s) == (3, 60)
+    assert settings.provider("mistral").warm == 0
+
+
+def test_warm_for_a_cli_that_cannot_be_warmed_says_why(home: Path) -> None:
+    message = _error(home, {"providers": {"mistral": {"warm": 1}}})
+    assert "providers.mistral.warm" in message and "reads its prompt before" in message
+    assert _settings(home, {"providers": {"mistral": {"warm": 0}}}).provider("mistral").warm == 0
+
+
+@pytest.mark.parametrize("value", [-1, 17, 1.5, "1"])
+def test_warm_must_be_a_small_count(home: Path, value: object) -> None:
+    assert "providers.anthropic.warm" in _error(home, {"providers": {"anthropic": {
+        "warm": value}}})
