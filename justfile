@@ -42,6 +42,7 @@ bench:
     {{py}} -m bench.passthrough --write docs/benchmarks.md
     {{py}} -m bench.sandbox_overhead --write docs/benchmarks.md
     {{py}} -m bench.bridge_startup --write docs/benchmarks.md
+    {{py}} -m bench.warm_clis --write docs/benchmarks.md
 
 # Fault soak (--requests N, default 10,000; --concurrency C, default 16); exit 1 on a leak or a truncated answer
 soak *args:

@@ -191,7 +191,8 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
         binary=binary, env=provider.env, extra_args=provider.extra_args,
         home_files=provider.home_files, timeouts=provider.timeouts,
         real_home=real_home, proxy_env=dict(environ), sandbox=sandbox),
-        warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s))
+        warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
+        units=spec.warm_units() if spec.warm_units is not None else None)
     missing = runner.preflight()
     report.credentials = missing is None
     if missing is not None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import msgspec
 import trio
@@ -17,7 +19,7 @@ import trio
 from olp.failures import Code
 from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
 
-from ._adapter import CapabilityMissing, CliAdapter, Invocation
+from ._adapter import CapabilityMissing, CliAdapter, Invocation, LineParser
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
@@ -61,13 +63,17 @@ class CliRunner:
     except for its warm pool when ``warm.size`` > 0 (the actor runs it: :attr:`pool`)."""
 
     def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig, *,
-                 warm: WarmSettings | None = None) -> None:
+                 warm: WarmSettings | None = None, units: WarmUnits | None = None) -> None:
         self.adapter = adapter
         self.spawner = spawner
         self.config = config
-        self.pool: WarmPool[WarmProcess, tuple[ChatRequest, str]] | None = (
-            WarmPool(adapter.name, self._boot_warm, warm)
-            if warm is not None and warm.size > 0 else None)
+        self.pool: WarmPool[WarmProcess, Template] | None = None
+        if warm is not None and warm.size > 0:
+            if units is None:
+                self.pool = WarmPool(adapter.name, self._boot_warm, warm)
+            else:
+                self.pool = WarmPool(adapter.name, functools.partial(units.boot, self), warm,
+                                     service=units.serve)
 
     def environment(self, home: Path) -> dict[str, str]:
         """The CLI's whole environment: minimal base, adapter defaults, configured ``env``."""
@@ -108,19 +114,23 @@ class CliRunner:
                 shutil.rmtree(base, ignore_errors=True)
         await emit(terminal)
 
-    def _prepare(self, request: ChatRequest, model: str, base: Path
-                 ) -> tuple[SpawnSpec, Invocation, Path]:
+    def _prepare(self, request: ChatRequest, model: str, base: Path, *,
+                 argv: Sequence[str] | None = None, extra_env: Mapping[str, str] | None = None,
+                 link_credentials: bool = True) -> tuple[SpawnSpec, Invocation, Path]:
         """Build the spawn for ``request`` in job directory ``base`` and make its directories
-        (a few small local writes). Raises :class:`CapabilityMissing`."""
+        (a few small local writes). Raises :class:`CapabilityMissing`. A long-lived server
+        (``olp/actors/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
+        the credential files unlinked."""
         workdir, home = base / "work", base / "home"
         invocation = self.adapter.invocation(
             request, binary=self.config.binary, model=model, workdir=workdir,
             extra_args=self.config.extra_args)
         base_env = self.environment(home)
-        links = self.adapter.home_links(base_env, self.config.real_home)
-        env = {**base_env, **invocation.env}
+        links = (self.adapter.home_links(base_env, self.config.real_home)
+                 if link_credentials else {})
+        env = {**base_env, **invocation.env, **(extra_env or {})}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
-        argv = invocation.argv
+        argv = invocation.argv if argv is None else argv
         if self.config.sandbox is not None:
             argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=workdir,
                                             writable=links.values())
@@ -153,22 +163,25 @@ class CliRunner:
             return None
         template = _template_of(request)
         try:
-            key = self._spawn_identity(request, model, _KEY_WORKDIR)
-            if key != self._spawn_identity(template, model, _KEY_WORKDIR):
+            key = self.spawn_identity(request, model)
+            if key != self.spawn_identity(template, model):
                 return None
         except CapabilityMissing:
             return None
         return self.pool.take(key, (template, model))
 
-    def _spawn_identity(self, request: ChatRequest, model: str, workdir: Path) -> Hashable:
+    def spawn_identity(self, request: ChatRequest, model: str,
+                       workdir: Path | None = None) -> Hashable:
+        """Everything fixed when the CLI starts for ``request`` in ``workdir`` (default: a
+        placeholder, for a pool key). Raises :class:`CapabilityMissing`."""
+        workdir = _KEY_WORKDIR if workdir is None else workdir
         invocation = self.adapter.invocation(
             request, binary=self.config.binary, model=model, workdir=workdir,
             extra_args=self.config.extra_args)
         return _identity(invocation)
 
     @contextlib.asynccontextmanager
-    async def _boot_warm(self, template: tuple[ChatRequest, str]
-                         ) -> AsyncIterator[WarmProcess]:
+    async def _boot_warm(self, template: Template) -> AsyncIterator[WarmProcess]:
         """Start one warm process for ``template`` (the pool's boot): the same spawn a cold
         job gets, with stdin left open. Raises when it cannot start (no credentials, the
         binary missing); leaving the context kills its group and removes its files."""
@@ -203,16 +216,19 @@ class CliRunner:
             log.warning("a warm process died at hand-out; spawning cold",
                         extra={"provider": self.adapter.name})
             return None
-        return await self._read(warm.process, request, warm.workdir, clock, emit)
+        parser = warm.parser() if warm.parser is not None else None
+        return await self._read(warm.process, request, warm.workdir, clock, emit, parser)
 
     # --- reading a CLI ---------------------------------------------------------------------
 
     async def _read(self, proc: CliProcess, request: ChatRequest, workdir: Path,
-                    clock: DeadlineClock, emit: Emit) -> Error | Event:
-        """Read ``proc`` to its end under ``clock``'s deadlines; the terminal event."""
+                    clock: DeadlineClock, emit: Emit, parser: LineParser | None = None
+                    ) -> Error | Event:
+        """Read ``proc`` to its end under ``clock``'s deadlines with ``parser`` (default: the
+        adapter's for ``workdir``); the terminal event."""
         # Every parser's tool calls are checked against the request (_tool_gate.py); a
         # terminal event from it ends the spawn (a CLI left waiting on tools/call is killed).
-        parser = ToolGate(self.adapter.parser(workdir), request)
+        gate = ToolGate(parser or self.adapter.parser(workdir), request)
         while True:
             deadline = clock.deadline
             with trio.move_on_at(deadline):
@@ -224,10 +240,10 @@ class CliRunner:
                 if line is None:
                     returncode = await proc.wait()
                     stderr_tail = proc.stderr_tail()
-                    for event in parser.trailer(returncode, stderr_tail):
+                    for event in gate.trailer(returncode, stderr_tail):
                         await emit(event)
-                    return parser.finish(returncode, stderr_tail)
-                for event in parser.feed(line):
+                    return gate.finish(returncode, stderr_tail)
+                for event in gate.feed(line):
                     if is_terminal(event):
                         if isinstance(event, Stop) and event.finish_reason == "tool_calls":
                             # Waiting on a tools/call the bridge never answers:
@@ -246,17 +262,38 @@ class CliRunner:
 @dataclass(frozen=True, slots=True)
 class WarmProcess:
     """A CLI started ahead of time, waiting on stdin for its turn (a warm pool's unit).
-    ``identity`` is its spawn (:func:`_identity`) for its ``workdir``."""
+    ``identity`` is its spawn (:func:`_identity`) for its ``workdir``; ``parser`` makes the
+    parser that reads it when that is not the adapter's (a session of a long-lived server)."""
 
     process: CliProcess
     workdir: Path
     identity: Hashable
+    parser: Callable[[], LineParser] | None = None
 
     def running(self) -> bool:
         return self.process.running()
 
     def rss_bytes(self) -> int:
         return self.process.rss_bytes()
+
+
+#: What a warm unit is started from: the template request and the model.
+Template = tuple[ChatRequest, str]
+
+
+class WarmUnits(Protocol):
+    """How a provider's warm units are made when they are not plain processes waiting on
+    stdin (vibe: sessions on a long-lived server, ``olp/actors/vibe/_acp_units.py``)."""
+
+    def boot(self, runner: CliRunner, template: Template
+             ) -> contextlib.AbstractAsyncContextManager[WarmProcess]:
+        """Start one unit (the pool's ``boot``); raises when it cannot."""
+        ...
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """What the units share (the servers), run by the pool while any unit lives."""
+        ...
 
 
 class WarmStartError(Exception):

@@ -34,7 +34,7 @@ import collections
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -131,13 +131,17 @@ class WarmPool(Generic[R, T]):
     """Warm units for one provider. Run it with ``await nursery.start(pool.run)`` in the
     actor's nursery; ``boot(template)`` is an async context manager that starts one unit
     (entering it blocks until the unit can take a request; leaving it ends the unit and
-    cleans up) and raises when the unit cannot be started."""
+    cleans up) and raises when the unit cannot be started. ``service``, when given, is a
+    task the units need for as long as any is alive (vibe's long-lived servers): started
+    with ``nursery.start`` before the first unit, cancelled after the last one ended."""
 
     def __init__(self, name: str, boot: Callable[[T], AbstractAsyncContextManager[R]],
-                 settings: WarmSettings) -> None:
+                 settings: WarmSettings, *,
+                 service: Callable[..., Awaitable[None]] | None = None) -> None:
         self.name = name
         self.settings = settings
         self._boot = boot
+        self._service = service
         self._units: list[_Unit[R, T]] = []
         self._demand: collections.deque[tuple[Hashable, T, float]] = collections.deque(
             maxlen=max(settings.size, 1))
@@ -204,19 +208,23 @@ class WarmPool(Generic[R, T]):
                   ) -> None:
         """Keep the pool filled until closed (then wait for its units to end) or cancelled
         (which ends every unit, in use or not, before returning)."""
-        async with trio.open_nursery() as nursery:
-            task_status.started()
-            while not self._closed:
-                self._changed = trio.Event()
-                wanted = self._plan(trio.current_time())
-                if wanted is None:
-                    with trio.move_on_at(self._next_check()):
-                        await self._changed.wait()
-                    continue
-                await self._start_one(nursery, *wanted)
-            for unit in list(self._units):
-                if unit.state in ("idle", "booting"):
-                    self._drop(unit)
+        async with trio.open_nursery() as outer:
+            if self._service is not None:
+                await outer.start(self._service)
+            async with trio.open_nursery() as nursery:
+                task_status.started()
+                while not self._closed:
+                    self._changed = trio.Event()
+                    wanted = self._plan(trio.current_time())
+                    if wanted is None:
+                        with trio.move_on_at(self._next_check()):
+                            await self._changed.wait()
+                        continue
+                    await self._start_one(nursery, *wanted)
+                for unit in list(self._units):
+                    if unit.state in ("idle", "booting"):
+                        self._drop(unit)
+            outer.cancel_scope.cancel(reason="the warm pool was closed")
 
     def _plan(self, now: float) -> tuple[Hashable, T] | None:
         """End idle units nobody asked for lately (or past their TTL); the next ``(key,

@@ -21,13 +21,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
 import olp.actors
 from olp.ir import ChatRequest
 
 from ._adapter import CliAdapter, Credentials
 from ._deadline import Timeouts
+
+if TYPE_CHECKING:
+    from ._cli_runner import WarmUnits
 
 SpecKind = Literal["cli", "http"]
 #: D: enabled by default. C: off until the owner enables it. B: C plus an explicit consent.
@@ -95,7 +98,8 @@ class ProviderSpec:
     - ``warm``: the default size of its warm pool (``providers.<name>.warm``; processes
       started ahead of time, :mod:`olp.actors._warm`), chosen from its measured start-up
       gain and idle memory; ``None`` when starting it ahead gains nothing, ``warm_reason``
-      says why (shown in the config error).
+      says why (shown in the config error). ``warm_units`` makes its units when they are
+      not processes waiting on stdin (vibe: sessions on a long-lived server).
     """
 
     name: str
@@ -117,6 +121,7 @@ class ProviderSpec:
     probe_model: str | None = None
     warm: int | None = None
     warm_reason: str = ""
+    warm_units: Callable[[], WarmUnits] | None = None
 
     def __post_init__(self) -> None:
         if self.kind == "cli":

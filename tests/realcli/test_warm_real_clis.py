@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import test_proxy_real_claude as claude_tests
 import test_proxy_real_codex as codex_tests
+import test_proxy_real_vibe as vibe_tests
 import trio
 from olp_harness import Proxy, alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
@@ -82,3 +83,37 @@ async def test_a_warm_codex_answers_and_nothing_is_left(tmp_path: Path,
     assert "FIRST-QUESTION" not in bodies[1]
     assert running
     assert await wait_until(lambda: not any(alive(p) for p in running), within=10)
+
+
+async def test_a_vibe_session_made_ahead_answers_and_nothing_is_left(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """vibe's warm unit is a session on a long-lived vibe-acp, made ahead of time; the key
+    comes from the user's ~/.vibe/.env (not linked into the server's home: passed in its
+    environment)."""
+    vibe = real_cli("OLP_REAL_VIBE")
+    real_home = tmp_path / "realhome"
+    (real_home / ".vibe").mkdir(parents=True)
+    (real_home / ".vibe" / ".env").write_text(f"MISTRAL_API_KEY={vibe_tests.KEY}\n")
+    with trio.fail_after(150):
+        mock = await vibe_tests.start(nursery, "success")
+        cfg = vibe_tests.config(vibe, mock, key_in_env=False)
+        cfg["providers"]["mistral"]["warm"] = 1
+        cfg["cache"] = {"enabled": False}
+        async with run_proxy(tmp_path / "home", cfg, env={"HOME": str(real_home)}) as proxy:
+            first = await in_thread(lambda: ask(proxy, "devstral", "FIRST-QUESTION"))
+            assert await wait_until(lambda: warm(proxy, "mistral")["warm"] == 1, within=60)
+            second = await in_thread(lambda: ask(proxy, "devstral", "/proxy-setup X y",
+                                                 stream=True))
+            assert await wait_until(lambda: warm(proxy, "mistral")["warm"] == 1, within=30)
+            third = await in_thread(lambda: ask(proxy, "devstral", "THIRD-QUESTION"))
+            stats = warm(proxy, "mistral")
+            running = descendants(proxy.process.pid)
+    assert first == second == third == vibe_tests.ANSWER
+    assert stats["hits"] == 2
+    chats = [json.dumps(r["body"]) for r in mock.chat_requests()]
+    assert len(chats) == 3  # no title-generation request after a session's turn
+    assert "proxy-setup X y" in chats[1] and "FIRST-QUESTION" not in chats[1]
+    assert "THIRD-QUESTION" in chats[2] and "proxy-setup" not in chats[2]
+    assert (real_home / ".vibe" / ".env").read_text() == f"MISTRAL_API_KEY={vibe_tests.KEY}\n"
+    assert running
+    assert await wait_until(lambda: not any(alive(p) for p in running), within=15)

@@ -193,7 +193,7 @@ def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
     tests assert that no CLI process outlives its request, and a warm pool keeps one
     waiting. The pools are tested where a test sets ``warm`` (``test_warm_*``)."""
     providers = config.setdefault("providers", {})
-    for name in ("anthropic", "openai"):
+    for name in ("anthropic", "openai", "mistral"):
         providers.setdefault(name, {})
     for name, block in providers.items():
         if name != "enabled" and isinstance(block, dict) and "kind" not in block:

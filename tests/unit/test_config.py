@@ -395,12 +395,13 @@ def test_warm_defaults_come_from_the_kit_and_can_be_overridden(home: Path) -> No
     settings = _settings(home, {"providers": {"openai": {"warm": 3, "warm_ttl_s": 60}}})
     assert settings.provider("anthropic").warm == 1
     assert (settings.provider("openai").warm, settings.provider("openai").warm_ttl_s) == (3, 60)
-    assert settings.provider("mistral").warm == 0
+    assert settings.provider("mistral").warm == 1  # sessions on a long-lived vibe-acp
 
 
-def test_warm_for_a_cli_that_cannot_be_warmed_says_why(home: Path) -> None:
-    message = _error(home, {"providers": {"mistral": {"warm": 1}}})
-    assert "providers.mistral.warm" in message and "reads its prompt before" in message
+def test_warm_for_a_provider_that_starts_no_process_says_why(home: Path) -> None:
+    message = _error(home, {"providers": {"router": {
+        "kind": "openai-compatible", "base_url": "https://example.com/v1", "warm": 1}}})
+    assert "providers.router.warm" in message and "start no process" in message
     assert _settings(home, {"providers": {"mistral": {"warm": 0}}}).provider("mistral").warm == 0
 
 

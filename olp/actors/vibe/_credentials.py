@@ -85,13 +85,20 @@ def home_links(env: Mapping[str, str], real_home: Path) -> dict[str, Path]:
 def has_key(path: Path) -> bool:
     """True when the dotenv file at ``path`` has a non-empty ``MISTRAL_API_KEY``. Unreadable,
     missing or oversized files count as having none."""
+    return read_key(path) is not None
+
+
+def read_key(path: Path) -> str | None:
+    """The non-empty ``MISTRAL_API_KEY`` of the dotenv file at ``path``, or ``None``
+    (unreadable, missing or oversized files hold none). Reads it (briefly blocking)."""
     try:
         with path.open("rb") as f:
             data = f.read(_MAX_ENV_FILE + 1)
     except OSError:
-        return False
+        return None
     if len(data) > _MAX_ENV_FILE:
-        return False
+        return None
+    key: str | None = None
     for raw in data.decode("utf-8", "replace").splitlines():
         line = raw.strip()
         if line.startswith("export "):
@@ -99,9 +106,8 @@ def has_key(path: Path) -> bool:
         name, eq, value = line.partition("=")
         if eq and name.strip() == KEY_VAR:
             value = value.split(" #", 1)[0].strip().strip("\"'")
-            if value:
-                return True
-    return False
+            key = value or key
+    return key
 
 
 def metered_source(env: Mapping[str, str], real_home: Path) -> str | None:
