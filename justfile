@@ -35,7 +35,7 @@ realcli:
     eval "$(grep -E '^OLP_REAL_[A-Z]+=' <<<"$out" | sed 's/^/export /')"
     {{py}} -m pytest -q tests/realcli
 
-# The benchmarks (spawn path, cache hits, pass-through and fallback, sandbox, tool bridge); write docs/benchmarks.md
+# The benchmarks (spawn path, cache hits, pass-through and fallback, sandbox, tool bridge, warm CLIs); write docs/benchmarks.md
 bench:
     {{py}} -m bench.spawn_overhead --write docs/benchmarks.md
     {{py}} -m bench.cache_hits --write docs/benchmarks.md
@@ -43,6 +43,7 @@ bench:
     {{py}} -m bench.sandbox_overhead --write docs/benchmarks.md
     {{py}} -m bench.bridge_startup --write docs/benchmarks.md
     {{py}} -m bench.warm_clis --write docs/benchmarks.md
+    {{py}} -m bench.warm_handout --write docs/benchmarks.md
 
 # Fault soak (--requests N, default 10,000; --concurrency C, default 16); exit 1 on a leak or a truncated answer
 soak *args:

@@ -1,30 +1,38 @@
-"""Warm CLIs: time to first content with and without a warm pool, with the real claude and codex.
+"""Warm CLIs: time to first content with and without a warm pool, with the real claude, codex
+and vibe.
 
-    python -m bench.warm_clis [--requests N] [--warmup W] [--clis claude,codex]
-                              [--mock-delay-s S] [--write docs/benchmarks.md]
+    python -m bench.warm_clis [--requests N] [--vibe-requests N] [--warmup W]
+                              [--clis claude,codex,vibe] [--mock-delay-s S]
+                              [--write docs/benchmarks.md]
 
-For each real CLI (``OLP_REAL_CLAUDE``, ``OLP_REAL_CODEX``, as ``scripts/install-real-clis``
-prints them; when one is unset the installer is run, and a CLI it does not provide is skipped
-with a note) this starts the loopback mock upstream the real-CLI tests use
-(``python -m mock_anthropic`` / ``python -m mock_openai_responses`` from ``tests/support``, in a
-child process, scenario ``success``, answering at once: ``--delay 0`` unless
-``--mock-delay-s`` says otherwise) and two ``python -m olp start`` (temporary ``OLP_HOME``,
-port 0, loopback only, cache off), configured as ``tests/realcli/test_proxy_real_*.py`` do,
-one with ``providers.<name>.warm`` = 0 (*cold*: every request spawns the CLI) and one with
-``warm`` = 1 (*warm*: a CLI started ahead of time waits on stdin for the next request).
+For each real CLI (``OLP_REAL_CLAUDE``, ``OLP_REAL_CODEX``, ``OLP_REAL_VIBE``, as
+``scripts/install-real-clis`` prints them; when one is unset the installer is run, and a CLI it
+does not provide is skipped with a note) this starts the loopback mock upstream the real-CLI
+tests use (``python -m mock_anthropic`` / ``mock_openai_responses`` / ``mock_mistral`` from
+``tests/support``, in a child process, scenario ``success``, answering at once: ``--delay 0``
+unless ``--mock-delay-s`` says otherwise) and two ``python -m olp start`` (temporary
+``OLP_HOME``, port 0, loopback only, cache off), configured as
+``tests/realcli/test_proxy_real_*.py`` do, one with ``providers.<name>.warm`` = 0 (*cold*:
+every request spawns the CLI) and one with ``warm`` = 1 (*warm*: a CLI started ahead of time
+waits on stdin for the next request; for vibe, a session made ahead of time on a long-lived
+``vibe-acp`` server, ``olp/actors/vibe/_acp_units.py``).
 
 Requests alternate between the two proxies (ABBA), one at a time: streaming ``POST
 /v1/chat/completions`` with raw httpx on a keep-alive connection, the same system message every
 time and a distinct user message. Before each request both proxies are let settle: the cold
 one has no CLI left, the warm one's ``/health`` shows ``warm`` == 1 and its waiting CLI has
 stopped using CPU (so it finished starting up). The warm request must then be a pool hit
-(``hits`` grows by one). Per request, from just before it is handed to httpx: the time to
-the first SSE event with non-empty ``delta.content`` and to the last byte. Reported: medians
-and p90 of N (default 10) after W (default 2) warm-up requests per mode, the warm/cold ratio
-of the medians against the goals (claude ≤ 0.4×, codex ≤ 0.7×), the pool's idle memory
-(``memory_bytes`` from ``/health``) and the load average. Afterwards each mock's request log
-must hold every user message exactly once. Nothing leaves 127.0.0.1; every process is stopped
-with SIGTERM and the temporary directory is removed.
+(``hits`` grows by one). The first settle of the warm vibe proxy includes starting its
+``vibe-acp`` server (~5-10 s), so vibe's settles may take ``Cli.settle_timeout_s`` (120 s:
+OLP itself allows 60 s for the server's ``initialize``). Per request, from just before it is
+handed to httpx: the time to the first SSE event with non-empty ``delta.content`` and to the
+last byte. Reported: medians and p90 of N (default 10; vibe's ``--vibe-requests``, default N:
+a cold vibe takes ~5 s) after W (default 2) warm-up requests per mode, the warm/cold ratio of
+the medians against the goals (claude ≤ 0.4×, codex ≤ 0.7×, vibe ≤ 0.3× and at most 1.5 s
+to first content warm), the pool's idle memory (``memory_bytes`` from ``/health``; for vibe
+the ``vibe-acp`` server's, shared by its sessions) and the load average. Afterwards each
+mock's request log must hold every user message exactly once. Nothing leaves 127.0.0.1; every
+process is stopped with SIGTERM and the temporary directory is removed.
 """
 
 from __future__ import annotations
@@ -78,10 +86,12 @@ SECTION = "warm-clis"
 SUPPORT = REPO / "tests" / "support"
 INSTALLER = REPO / "scripts" / "install-real-clis"
 SYSTEM = "You are terse. Answer in one line."
-ANSWER = "Hello from the mock upstream."  # both mocks' success answer
+ANSWER = "Hello from the mock upstream."  # every mock's success answer
 SETTLE_WINDOW_S = 0.5  # a proxy's CLIs are idle after two windows with ...
 SETTLE_CPU_S = 0.02  # ... at most this much CPU (two 10 ms ticks) each
-SETTLE_TIMEOUT_S = 60.0
+SETTLE_TIMEOUT_S = 60.0  # claude, codex (vibe: its Cli.settle_timeout_s)
+MISTRAL_KEY = "mock-mistral-key-0000"  # as tests/realcli/test_proxy_real_vibe.py
+UPSTREAM_ROUTES = ("/v1/messages", "/v1/responses", "/v1/chat/completions")  # not bootstrap
 LIBS = ("httpx",)
 
 Mode = Literal["cold", "warm"]
@@ -92,17 +102,22 @@ MODES: tuple[Mode, ...] = ("cold", "warm")
 class Cli:
     """One real CLI and how the real-CLI tests run it."""
 
-    name: str  # claude, codex
+    name: str  # claude, codex, vibe
     env_var: str  # OLP_REAL_CLAUDE
     provider: str  # the OLP provider that runs it
     model: str  # the model the requests ask for
     mock_module: str  # the loopback mock upstream (in tests/support)
     goal: float  # warm ÷ cold of the median time to first content, at most
+    goal_first_s: float | None = None  # and the warm median first content, at most (seconds)
+    settle_timeout_s: float = SETTLE_TIMEOUT_S  # how long one settle may take
 
 
 CLIS = {
     "claude": Cli("claude", "OLP_REAL_CLAUDE", "anthropic", "sonnet", "mock_anthropic", 0.4),
     "codex": Cli("codex", "OLP_REAL_CODEX", "openai", "gpt-5.5", "mock_openai_responses", 0.7),
+    # the first warm settle starts vibe-acp (~5-10 s; OLP allows 60 s) and makes a session
+    "vibe": Cli("vibe", "OLP_REAL_VIBE", "mistral", "devstral", "mock_mistral", 0.3,
+                goal_first_s=1.5, settle_timeout_s=120.0),
 }
 
 
@@ -199,15 +214,33 @@ def codex_config_toml(mock_url: str) -> str:
             "[analytics]\nenabled = false\n")
 
 
+def vibe_config_toml(mock_url: str) -> str:
+    """As ``vibe_config`` of ``tests/realcli/test_proxy_real_vibe.py``: vibe pointed at the
+    mock (``mock_url`` has no ``/v1``), its retry budget low."""
+    return ("enable_telemetry = false\n"
+            "enable_update_checks = false\n"
+            "api_retry_max_elapsed_time = 3.0\n\n"
+            "[[providers]]\n"
+            'name = "mistral"\n'
+            f'api_base = "{mock_url.rstrip("/")}/v1"\n'
+            'api_key_env_var = "MISTRAL_API_KEY"\n'
+            'backend = "mistral"\n')
+
+
 def proxy_config(cli: Cli, binary: str, mock_url: str, warm: int) -> dict[str, Any]:
-    """The ``config`` of ``tests/realcli/test_proxy_real_{claude,codex}.py``, with ``warm``
-    set, the cache off and a long keep-alive (the client's connection outlives the waits)."""
+    """The ``config`` of ``tests/realcli/test_proxy_real_{claude,codex,vibe}.py`` (vibe's with
+    the key in the provider's env), with ``warm`` set, the cache off and a long keep-alive
+    (the client's connection outlives the waits)."""
     timeouts = {"first_output_s": 45, "idle_s": 20, "total_s": 55}
     if cli.name == "claude":
         enabled = {"openai": False, "mistral": False}
         provider: dict[str, Any] = {
             "env": {"ANTHROPIC_BASE_URL": mock_url, "ANTHROPIC_API_KEY": "sk-ant-mock-0000",
                     "CLAUDE_CODE_MAX_RETRIES": "1"}}
+    elif cli.name == "vibe":
+        enabled = {"anthropic": False, "openai": False, "mistral": True}
+        provider = {"home_files": {".vibe/config.toml": vibe_config_toml(mock_url)},
+                    "env": {"MISTRAL_API_KEY": MISTRAL_KEY}}
     else:
         enabled = {"openai": True, "anthropic": False, "mistral": False}
         provider = {"home_files": {".codex/config.toml": codex_config_toml(mock_url)},
@@ -264,11 +297,12 @@ def children_cpu(pid: int) -> tuple[int, dict[int, float]]:
     return len(pids), {p: process_cpu_s(p) for p in pids}
 
 
-def settle(proxy: Proxy, deadline: float) -> dict[str, Any] | None:
+def settle(proxy: Proxy, timeout_s: float) -> dict[str, Any] | None:
     """Wait until ``proxy`` is idle: the warm one's pool holds its unit (once it has seen a
     request) and whatever runs below it has used at most ``SETTLE_CPU_S`` in each of two
     ``SETTLE_WINDOW_S`` windows; the cold one has no process left. Returns the pool's
-    statistics then (``None`` for the cold proxy)."""
+    statistics then (``None`` for the cold proxy). Raises after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
     quiet = 0
     _, before = children_cpu(proxy.server.process.pid)
     while True:
@@ -291,7 +325,7 @@ def settle(proxy: Proxy, deadline: float) -> dict[str, Any] | None:
             return stats
         if time.monotonic() > deadline:
             raise BenchError(f"the {proxy.server.name} did not settle within "
-                             f"{SETTLE_TIMEOUT_S:g} s (pool {stats}, {count} process(es) "
+                             f"{timeout_s:g} s (pool {stats}, {count} process(es) "
                              f"below it, {used:.2f} s CPU in the last window); log:\n"
                              f"{tail(proxy.server.log_path)}")
 
@@ -355,7 +389,7 @@ class Result:
 
 def run_cli(root: Path, cli: Cli, binary: str, args: argparse.Namespace, deadline: float,
             notes: list[str]) -> Result:
-    n, warmup = args.requests, args.warmup
+    n, warmup = requests_for(cli, args), args.warmup
     result = Result(cli, cli_version(binary))
     run_id = secrets.token_hex(4)
     texts: list[str] = []
@@ -376,7 +410,7 @@ def run_cli(root: Path, cli: Cli, binary: str, args: argparse.Namespace, deadlin
                 proxy = proxies[mode]
                 before: dict[str, Any] | None = None
                 for other in proxies.values():  # both idle: neither disturbs the request
-                    stats = settle(other, time.monotonic() + SETTLE_TIMEOUT_S)
+                    stats = settle(other, cli.settle_timeout_s)
                     if other is proxy:
                         before = stats
                 text = f"Request {run_id}-{mode}-{k}: say hello."
@@ -420,7 +454,7 @@ def check_mock(cli: Cli, recorded: list[dict[str, Any]], texts: Sequence[str],
     """Every user message reached the upstream exactly once, with the system text, and no
     upstream request carried another request's message."""
     bodies = [json.dumps(r.get("body")) for r in recorded
-              if r.get("route") in ("/v1/messages", "/v1/responses")]
+              if r.get("route") in UPSTREAM_ROUTES]
     problems = []
     for text in texts:
         carrying = [b for b in bodies if text in b]
@@ -454,17 +488,30 @@ def ratios(result: Result) -> tuple[float, float]:
             _p([s.last_s for s in warm], 50) / _p([s.last_s for s in cold], 50))
 
 
+def warm_first_s(result: Result) -> float:
+    """The warm median time to first content."""
+    return _p([s.first_s for s in result.samples["warm"]], 50)
+
+
 def goal_met(result: Result) -> bool | None:
-    """Whether the warm ÷ cold ratio of the median first content is within the goal."""
+    """Whether the warm ÷ cold ratio of the median first content is within the goal (and,
+    for vibe, the warm median itself)."""
     first, _ = ratios(result)
-    return None if first != first else first <= result.cli.goal
+    if first != first:
+        return None
+    limit = result.cli.goal_first_s
+    return first <= result.cli.goal and (limit is None or warm_first_s(result) <= limit)
+
+
+def goal_text(cli: Cli) -> str:
+    return f"≤ {cli.goal:g}×" + (f", ≤ {cli.goal_first_s:g} s" if cli.goal_first_s else "")
 
 
 def verdict(result: Result) -> str:
     met = goal_met(result)
     if met is None:
         return "–"
-    return f"{'met' if met else '**not met**'} (≤ {result.cli.goal:g}×)"
+    return f"{'met' if met else '**not met**'} ({goal_text(result.cli)})"
 
 
 def table_rows(results: Sequence[Result]) -> list[list[str]]:
@@ -487,22 +534,33 @@ def table_rows(results: Sequence[Result]) -> list[list[str]]:
     return rows
 
 
+def measured_counts(results: Sequence[Result], args: argparse.Namespace) -> str:
+    """``10``, or ``10, vibe 6`` when ``--vibe-requests`` differs."""
+    counts = f"{args.requests}"
+    for r in results:
+        if requests_for(r.cli, args) != args.requests:
+            counts += f", {r.cli.name} {requests_for(r.cli, args)}"
+    return counts
+
+
 def render(results: Sequence[Result], info: dict[str, str], command: str,
            args: argparse.Namespace, notes: Sequence[str]) -> str:
     lines = [
         "## Warm CLIs: time to first content, cold spawn against a warm pool",
         "",
         "What `providers.<name>.warm` buys ([ADR 0019](adr/0019-warm-clis.md)): the real "
-        "`claude` and `codex` through `olp start` against the real-CLI tests' loopback mock "
-        "upstreams, every request spawning the CLI (`warm: 0`) against a CLI started ahead of "
-        "time and waiting on stdin (`warm: 1`). Measured with:",
+        "`claude`, `codex` and `vibe` through `olp start` against the real-CLI tests' "
+        "loopback mock upstreams, every request spawning the CLI (`warm: 0`) against a CLI "
+        "started ahead of time and waiting on stdin (`warm: 1`; for vibe a session made ahead "
+        "of time on a long-lived `vibe-acp` server). Measured with:",
         "",
         "```sh",
         command,
         "```",
         "",
         f"- run: {info['date']}; per CLI and mode {args.warmup} warm-up requests, then n "
-        "measured, one at a time, alternating between the cold and the warm proxy (ABBA)",
+        f"measured ({measured_counts(results, args)}), one at a time, alternating between "
+        "the cold and the warm proxy (ABBA)",
         f"- machine: {info['platform']}, {info['cpus']} CPUs ({info['cpu']}); "
         f"{info['load']}; {info['load_during']}",
         f"- bench and proxy: {info['python']}; {info['libs']}; olp {info['olp']}",
@@ -511,8 +569,9 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
                                f"{r.mock_requests} upstream requests checked)"
                                for r in results),
         "- proxies: `olp start` per CLI and mode, configured as "
-        "`tests/realcli/test_proxy_real_{claude,codex}.py` do (sandboxed spawns, metered mock "
-        "key, a fresh `HOME`), `cache.enabled: false`, `server.keep_alive_s: 300`; the mocks "
+        "`tests/realcli/test_proxy_real_{claude,codex,vibe}.py` do (sandboxed spawns, metered "
+        "mock key, vibe's in the provider's `env`, a fresh `HOME`), `cache.enabled: false`, "
+        "`server.keep_alive_s: 300`; the mocks "
         f"answer `{ANSWER}` in 4 text deltas, " + (
             f"{args.mock_delay_s * 1000:g} ms before each" if args.mock_delay_s
             else "at once (`--delay 0`, as the ADR's timing runs: the times are the CLIs' "
@@ -521,8 +580,10 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "",
         "**Streaming, one request at a time** (ms from just before the request is handed to "
         "httpx; ratio = warm ÷ cold of the medians, first content / last byte; goal on the "
-        "first-content ratio; idle RSS = the waiting CLI's process group, `memory_bytes` of "
-        "`/health`, median; hits = measured warm requests the pool served):",
+        "first-content ratio (vibe's also on the warm median); idle RSS = the waiting CLI's "
+        "process group (vibe: the `vibe-acp` server's, which all its sessions share), "
+        "`memory_bytes` of `/health`, median; hits = measured warm requests the pool "
+        "served):",
         "",
         *table(["CLI", "mode", "n", "first content p50", "p90", "last byte p50", "p90",
                 "ratio", "goal", "idle RSS", "hits"], "llrrrrrrlrr", table_rows(results)),
@@ -533,11 +594,13 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         cold = _p([s.first_s for s in r.samples["cold"]], 50)
         warm = _p([s.first_s for s in r.samples["warm"]], 50)
         if first == first:
+            holder = ("the `vibe-acp` server holding the waiting session"
+                      if r.cli.name == "vibe" else "the waiting CLI")
             summary.append(
                 f"- {r.cli.name}: first content after **{_ms(warm)} ms** warm against "
-                f"{_ms(cold)} ms cold, **{first:.2f}×** ({1 / first:.1f}× sooner; goal ≤ "
-                f"{r.cli.goal:g}×: {'met' if goal_met(r) else '**not met**'}); the whole answer "
-                f"{last:.2f}×; the waiting CLI holds "
+                f"{_ms(cold)} ms cold, **{first:.2f}×** ({1 / first:.1f}× sooner; goal "
+                f"{goal_text(r.cli)}: {'met' if goal_met(r) else '**not met**'}); the whole "
+                f"answer {last:.2f}×; {holder} holds "
                 f"{_p([float(m) for m in r.memory_bytes], 50) / 1e6:.0f} MB.")
     if summary:
         lines += ["", "**In short:**", "", *summary]
@@ -548,23 +611,33 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "- **first content**: until the first SSE event with a non-empty `delta.content` has "
         "been read; **last byte**: until the last body byte (`[DONE]`). Raw httpx, one "
         "keep-alive connection per proxy; every answer was checked (`" + ANSWER + "`, "
-        "`[DONE]`). claude streams the mock's deltas as they come; codex `exec` prints no "
-        "deltas, only the whole message, so its first content and last byte are close.",
+        "`[DONE]`). claude streams the mock's deltas as they come; codex `exec` and "
+        "`vibe -p` (cold vibe) print no deltas, only the whole message, so their first "
+        "content is close to the end of the answer. A cold vibe's last byte still comes "
+        "about a second after its first content: the stream ends only once `vibe -p` has "
+        "exited (OLP reads the usage from its `export.json` then); a warm vibe session's "
+        "turn ends with its `session/prompt` result.",
         "- **cold**: the request spawns the CLI (sandboxed, fresh job directory and home) and "
         "it starts up, then calls the upstream. **warm**: the CLI was spawned for the previous "
         "request's system text and has been idle on stdin; the request only writes its turn. "
         "Its pool starts the replacement at hand-out, so the next CLI's start-up runs on the "
-        "same 2 CPUs while the request is answered — included here, as in use.",
+        "same CPUs while the request is answered — included here, as in use. vibe is the "
+        "exception: `vibe -p` reads its prompt before it starts up, so its warm unit is a "
+        "session (`session/new`, ~0.4–1.8 s) made ahead of time on a `vibe-acp` server "
+        "started once (~5–10 s, with the first warm-up request) and kept; the request sends "
+        "`session/prompt`, and the replacement is a new session on the same server.",
         "- **Settling**: before every request both proxies are let settle — the cold one has "
         "no process left, the warm one's `/health` shows `warm: 1`, `booting: 0`, and what "
         f"runs below it used ≤ {SETTLE_CPU_S * 1000:.0f} ms of CPU in each of two "
         f"{SETTLE_WINDOW_S:g} s windows, i.e. the waiting CLI had finished starting up (a "
-        "client's think time between requests is usually longer). Each warm request had to "
-        "be a pool hit (`hits` + 1); the first warm-up request is a miss by design (a pool "
-        "warms only for system texts it has seen).",
+        "client's think time between requests is usually longer; a settle may take "
+        f"{SETTLE_TIMEOUT_S:g} s, vibe's {CLIS['vibe'].settle_timeout_s:g} s, as its first "
+        "includes starting `vibe-acp`). Each warm request had to be a pool hit (`hits` + 1); "
+        "the first warm-up request is a miss by design (a pool warms only for system texts "
+        "it has seen).",
         "- **Proxy's own cost**: not separated here; around a spawn it is a few ms (see "
         "*Spawn-path overhead* and *Sandbox overhead per CLI spawn* above), next to CLI "
-        "start-ups of about a second.",
+        "start-ups of about a second (vibe: ~5 s).",
         "- The machine runs other work (tests) meanwhile: see the load averages; cold and "
         "warm requests alternate, so both see the same load on average, and the ratio is the "
         "steadier figure.",
@@ -574,14 +647,24 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
 
 # -- main --------------------------------------------------------------------------------------
 
+def requests_for(cli: Cli, args: argparse.Namespace) -> int:
+    """Measured requests per mode for ``cli``: ``--requests``, vibe's ``--vibe-requests``."""
+    if cli.name == "vibe" and args.vibe_requests is not None:
+        return int(args.vibe_requests)
+    return int(args.requests)
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = arg_parser("bench.warm_clis", __doc__)
     parser.add_argument("--requests", type=int, default=10, metavar="N",
                         help="measured requests per CLI and mode (default 10)")
+    parser.add_argument("--vibe-requests", type=int, metavar="N",
+                        help="vibe's measured requests per mode (default: --requests; a cold "
+                             "vibe takes ~5 s, so fewer keep the run short)")
     parser.add_argument("--warmup", type=int, default=2, metavar="W",
                         help="warm-up requests per CLI and mode, first (default 2, at least 1)")
-    parser.add_argument("--clis", default="claude,codex", metavar="LIST",
-                        help="comma-separated, from claude, codex (default both)")
+    parser.add_argument("--clis", default="claude,codex,vibe", metavar="LIST",
+                        help="comma-separated, from claude, codex, vibe (default all)")
     parser.add_argument("--mock-delay-s", type=float, default=0.0, metavar="S",
                         help="the mocks wait S seconds before each of their 4 text deltas "
                              "(default 0: they answer at once, so the times are the CLIs' and "
@@ -589,8 +672,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     add_write(parser, SECTION)
     add_budget(parser, 1200.0)
     args = parser.parse_args(argv)
-    if args.requests < 1 or args.warmup < 1 or args.mock_delay_s < 0:
-        parser.error("--requests and --warmup must be at least 1, --mock-delay-s not negative")
+    if (args.requests < 1 or args.warmup < 1 or args.mock_delay_s < 0
+            or (args.vibe_requests is not None and args.vibe_requests < 1)):
+        parser.error("--requests, --vibe-requests and --warmup must be at least 1, "
+                     "--mock-delay-s not negative")
     args.cli_list = [c.strip() for c in args.clis.split(",") if c.strip()]
     unknown = set(args.cli_list) - set(CLIS)
     if unknown or not args.cli_list:
@@ -621,7 +706,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                            if loads else f"load now {load_average()}")
     if any(r.cut for r in results):
         notes.append(f"the {args.budget_s:g} s budget ran out: some rows have fewer than "
-                     f"{args.requests} requests (see n).")
+                     "the requests asked for (see n).")
     if any(not r.samples["warm"] or not r.samples["cold"] for r in results):
         raise BenchError("a CLI has no measured requests (the budget ran out first)")
     publish(render(results, info, command, args, notes), args.write, SECTION)

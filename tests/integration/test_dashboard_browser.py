@@ -43,7 +43,7 @@ def _need_chromium() -> str:
 
 def config() -> dict[str, Any]:
     return {"providers": {"enabled": {"openai": False, "mistral": False},
-                          "anthropic": {"binary": str(FAKE_CLAUDE),
+                          "anthropic": {"binary": str(FAKE_CLAUDE), "warm": 1,
                                         "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake"}}},
             "routing": {"chains": {"smart": [
                 {"name": "sub", "provider": "anthropic", "model": "claude-sonnet-4-6"}]}}}
@@ -127,6 +127,7 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
     assert time.time() + 3600 < cookie["expires"] < time.time() + 13 * 3600
     assert "anthropic" in seen["providers"] and "ready" in seen["providers"]
+    assert "/1 warm" in seen["providers"] and "misses" in seen["providers"]  # its warm pool
     assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
     assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]
     assert "kid" in seen["usage"] and "owner-env" in seen["usage"]
