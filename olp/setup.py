@@ -26,13 +26,9 @@ from olp import providers
 from olp.actors import kit
 from olp.config import Config, Registry, Settings, load_registry
 
-#: Each default chain, as the registry alias each provider answers it with (in kit order).
-CHAINS: Mapping[str, Mapping[str, str]] = {
-    "default": {"anthropic": "sonnet", "openai": "gpt5", "mistral": "devstral"},
-    "coding": {"anthropic": "sonnet", "openai": "codex", "mistral": "devstral"},
-    "smart": {"anthropic": "opus", "openai": "gpt5", "mistral": "devstral"},
-    "fast": {"anthropic": "haiku", "openai": "gpt5-mini", "mistral": "devstral-small"},
-}
+#: The default chains; each provider's spec says which registry alias answers each
+#: (:attr:`olp.actors.kit.ProviderSpec.default_chains`), in kit order.
+CHAINS: tuple[str, ...] = ("default", "coding", "smart", "fast")
 
 Ask = Callable[[str], bool]
 
@@ -114,10 +110,12 @@ def build_config(found: list[Found], registry: Registry) -> dict[str, Any]:
         if block:
             config["providers"][f.name] = block
     chains: dict[str, list[dict[str, Any]]] = {}
-    for chain, aliases in CHAINS.items():
+    for chain in CHAINS:
         entries = []
         for f in using:
-            entry = registry.resolve(aliases[f.name], f.name) if f.name in aliases else None
+            spec = kit.find(f.name)
+            alias = spec.default_chains.get(chain) if spec is not None else None
+            entry = registry.resolve(alias, f.name) if alias is not None else None
             if entry is not None:
                 entries.append({"name": f"{f.name}-{chain}", "provider": f.name,
                                 "model": entry.model, **({"metered": True} if f.metered

@@ -22,8 +22,12 @@ class Invocation:
 
     ``files`` maps a name relative to the spawn's temporary working directory to its text
     (claude's ``--system-prompt-file`` points at one); ``binary_files`` the same for bytes
-    (images). ``env`` is added to the CLI's environment for this spawn only (e.g. vibe's
-    ``VIBE_ACTIVE_MODEL``). ``argv[0]`` is the binary.
+    (images). ``home_files`` maps a path relative to the spawn's private home to its text: a
+    CLI's own settings (gemini's ``.gemini/settings.json``), for a CLI that reads the files in
+    its working directory as the user's (keep that directory empty). They are written after the
+    owner's ``home_files``, so the adapter's settings always win. ``env`` is added to the CLI's
+    environment for this spawn only (e.g. vibe's ``VIBE_ACTIVE_MODEL``). ``argv[0]`` is the
+    binary.
     """
 
     argv: Sequence[str]
@@ -31,6 +35,7 @@ class Invocation:
     files: Mapping[str, str] = field(default_factory=dict)
     binary_files: Mapping[str, bytes] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
+    home_files: Mapping[str, str] = field(default_factory=dict)
 
 
 class LineParser(Protocol):

@@ -305,9 +305,11 @@ _KEY_WORKDIR = Path("/nonexistent/olp-warm-key/work")
 
 
 def _identity(invocation: Invocation) -> Hashable:
-    """Everything fixed when a CLI starts: its argv, files, binary files and environment."""
+    """Everything fixed when a CLI starts: its argv, files, binary files, home files and
+    environment."""
     return (tuple(invocation.argv), tuple(sorted(invocation.files.items())),
-            tuple(sorted(invocation.binary_files.items())), tuple(sorted(invocation.env.items())))
+            tuple(sorted(invocation.binary_files.items())), tuple(sorted(invocation.env.items())),
+            tuple(sorted(invocation.home_files.items())))
 
 
 def _template_of(request: ChatRequest) -> ChatRequest:
@@ -327,6 +329,8 @@ def _prepare_dirs(workdir: Path, home: Path, invocation: Invocation,
     for name, data in invocation.binary_files.items():
         _write_private(_inside(workdir, name), data)
     for rel, text in home_files.items():
+        _write_private(_inside(home, rel), text.encode())
+    for rel, text in invocation.home_files.items():  # after the owner's: the adapter's win
         _write_private(_inside(home, rel), text.encode())
     for rel, target in links.items():
         link = _inside(home, rel)

@@ -18,7 +18,7 @@ import os
 import pkgutil
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
@@ -95,6 +95,9 @@ class ProviderSpec:
     - ``cache_bypass``: requests this provider must always run (never served from the cache).
     - ``capabilities``: see :data:`CapabilitySource`.
     - ``probe_model``: the model ``olp doctor --probe`` asks.
+    - ``default_chains``: the registry alias this provider answers each of ``olp setup``'s
+      default chains with (``default``, ``coding``, ``smart``, ``fast``); a chain it has no
+      model for is left out.
     - ``warm``: the default size of its warm pool (``providers.<name>.warm``; processes
       started ahead of time, :mod:`olp.actors._warm`), chosen from its measured start-up
       gain and idle memory; ``None`` when starting it ahead gains nothing, ``warm_reason``
@@ -119,6 +122,7 @@ class ProviderSpec:
     cache_bypass: Callable[[ChatRequest], bool] = never_bypass
     capabilities: CapabilitySource = "registry"
     probe_model: str | None = None
+    default_chains: Mapping[str, str] = field(default_factory=dict)
     warm: int | None = None
     warm_reason: str = ""
     warm_units: Callable[[], WarmUnits] | None = None

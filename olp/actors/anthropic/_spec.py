@@ -34,6 +34,7 @@ SPEC = ProviderSpec(
     cache_bypass=ChatRequest.has_cache_control_markers,
     capabilities="registry",
     probe_model="claude-haiku-4-5",
+    default_chains={"default": "sonnet", "coding": "sonnet", "smart": "opus", "fast": "haiku"},
     # measured: first content ~390 ms cold, ~134 ms from a claude waiting on stream-json
     # stdin; ~150 MB resident while it waits (ADR 0019)
     warm=1,

@@ -30,6 +30,7 @@ SPEC = ProviderSpec(
     risk_tier="D",
     capabilities="registry",
     probe_model="gpt-5.4-mini",
+    default_chains={"default": "gpt5", "coding": "codex", "smart": "gpt5", "fast": "gpt5-mini"},
     # measured: ~530 ms cold, ~356 ms when started ahead (codex exec waits for stdin's EOF;
     # ADR 0019)
     warm=1,

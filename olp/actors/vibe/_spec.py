@@ -38,6 +38,8 @@ SPEC = ProviderSpec(
     risk_tier="D",
     capabilities="registry",
     probe_model="devstral-small-2-25-12",
+    default_chains={"default": "devstral", "coding": "devstral", "smart": "devstral",
+                    "fast": "devstral-small"},
     # vibe -p reads its prompt before it starts up: its warm units are sessions made ahead
     # of time on a long-lived vibe-acp (~125 MB), answering in ~0.5 s instead of ~5 s
     warm=1,
