@@ -14,6 +14,7 @@ from typing import TextIO
 import trio
 
 from olp import providers
+from olp.actors import kit
 from olp.config import Settings, load_registry
 from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
 from olp.routing import build_router, registry_refusal
@@ -49,6 +50,12 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
         if report.binary:
             print(f"  binary:      {report.binary} ({report.version or 'version unknown'})",
                   file=out)
+        meaning = next((m for t, m in kit.TIER_MEANING.items() if t == report.risk_tier), "")
+        if not report.enabled and report.risk_tier in ("B", "C"):
+            tier = report.risk_tier
+            consent = f" and providers.{report.name}.consent: true" if tier == "B" else ""
+            print(f"  enable:      risk tier {tier} ({meaning}): set providers.enabled."
+                  f"{report.name}: true{consent}", file=out)
         if report.enabled and report.kind == "cli" and report.binary:
             print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
         if report.enabled:

@@ -192,9 +192,12 @@ def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``warm: 0`` for every CLI provider that does not set ``warm``: most
     tests assert that no CLI process outlives its request, and a warm pool keeps one
     waiting. The pools are tested where a test sets ``warm`` (``test_warm_*``)."""
+    from olp.actors import kit
+
     providers = config.setdefault("providers", {})
-    for name in ("anthropic", "openai", "mistral"):
-        providers.setdefault(name, {})
+    for spec in kit.builtin_specs():
+        if spec.kind == "cli" and spec.warm:  # a provider with a warm pool by default
+            providers.setdefault(spec.name, {})
     for name, block in providers.items():
         if name != "enabled" and isinstance(block, dict) and "kind" not in block:
             block.setdefault("warm", 0)

@@ -170,7 +170,8 @@ def test_metered_defaults_by_kind_and_can_be_declared(home: Path) -> None:
     assert not s.provider("local").metered
     assert s.provider("paid").metered
     assert s.provider("anthropic").metered and not s.provider("openai").metered
-    assert s.provider_names() == ("anthropic", "openai", "mistral", "local", "paid")
+    assert s.provider_names() == ("anthropic", "openai", "gemini", "qwen", "mistral", "local",
+                                  "paid")
 
 
 def test_chain_entry_label_defaults_to_provider_and_model() -> None:

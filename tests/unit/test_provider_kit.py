@@ -19,9 +19,11 @@ from olp import doctor, providers
 from olp.actors import CliAdapter, Timeouts, kit
 from olp.actors.anthropic import SPEC as ANTHROPIC
 from olp.actors.codex import SPEC as CODEX
+from olp.actors.gemini import SPEC as GEMINI
 from olp.actors.kit import ProviderSpec
 from olp.actors.openai_compat import HTTP_TIMEOUTS
 from olp.actors.openai_compat import SPEC as OPENAI_COMPAT
+from olp.actors.qwen import SPEC as QWEN
 from olp.actors.vibe import SPEC as VIBE
 from olp.config import ConfigError, Settings, load_settings, resolve_binary
 from olp.engine import Sources
@@ -74,17 +76,18 @@ def _request(marked: bool) -> ChatRequest:
 # -- discovery and completeness ------------------------------------------------------------
 
 
-def test_discovery_finds_the_three_clis_then_http_in_order() -> None:
+def test_discovery_finds_the_five_clis_then_http_in_order() -> None:
     specs = kit.builtin_specs()
     assert [(s.name, s.kind) for s in specs] == [
-        ("anthropic", "cli"), ("openai", "cli"), ("mistral", "cli"),
-        ("openai-compatible", "http")]
-    assert specs == (ANTHROPIC, CODEX, VIBE, OPENAI_COMPAT)  # each subpackage's SPEC
-    assert kit.builtin_names() == ("anthropic", "openai", "mistral")
+        ("anthropic", "cli"), ("openai", "cli"), ("gemini", "cli"), ("qwen", "cli"),
+        ("mistral", "cli"), ("openai-compatible", "http")]
+    # each subpackage's SPEC
+    assert specs == (ANTHROPIC, CODEX, GEMINI, QWEN, VIBE, OPENAI_COMPAT)
+    assert kit.builtin_names() == ("anthropic", "openai", "gemini", "qwen", "mistral")
     assert kit.http_kinds() == ("openai-compatible",)
 
 
-@pytest.mark.parametrize("spec", [ANTHROPIC, CODEX, VIBE], ids=lambda s: s.name)
+@pytest.mark.parametrize("spec", [ANTHROPIC, CODEX, GEMINI, QWEN, VIBE], ids=lambda s: s.name)
 def test_every_cli_spec_is_complete(spec: ProviderSpec) -> None:
     assert spec.command and spec.binary_env and spec.binary_env.startswith("OLP_")
     assert spec.install_hint and spec.command in spec.install_hint
@@ -94,8 +97,11 @@ def test_every_cli_spec_is_complete(spec: ProviderSpec) -> None:
     assert spec.credentials is not None
     for method in ("spawn_env", "home_links", "preflight"):
         assert callable(getattr(spec.credentials, method))
-    assert spec.metered_env and all(v.isupper() for v in spec.metered_env)
-    assert not spec.metered and spec.risk_tier == "D" and spec.capabilities == "registry"
+    # qwen tells its metered key from its subscription one by value (MeteredFiles)
+    assert spec.metered_env or isinstance(spec.credentials, kit.MeteredFiles)
+    assert all(v.isupper() for v in spec.metered_env)
+    assert not spec.metered and spec.capabilities == "registry"
+    assert spec.risk_tier == {"gemini": "C", "qwen": "B"}.get(spec.name, "D")
     assert spec.probe_model
     t = spec.timeouts
     assert 0 < t.first_output_s <= t.total_s and 0 < t.idle_s <= t.total_s
@@ -157,7 +163,7 @@ def test_health_reports_carry_the_risk_tier(tmp_path: Path) -> None:
     s = _settings(tmp_path / "home")
     runtime = providers.build(s, {"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert {n: r.as_dict()["risk_tier"] for n, r in runtime.reports.items()} == {
-        "anthropic": "D", "openai": "D", "mistral": "D"}
+        "anthropic": "D", "openai": "D", "gemini": "C", "qwen": "B", "mistral": "D"}
 
 
 def test_doctor_prints_each_specs_install_hint(tmp_path: Path,
@@ -165,10 +171,14 @@ def test_doctor_prints_each_specs_install_hint(tmp_path: Path,
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     out = io.StringIO()
     assert doctor.run(_settings(tmp_path / "home"), probe=False, out=out) == 1
-    for spec in (ANTHROPIC, CODEX, VIBE):
+    for spec in (ANTHROPIC, CODEX, VIBE):  # enabled by default (tier D)
         assert f"`{spec.command}` not found on PATH" in out.getvalue()
         assert spec.install_hint in out.getvalue()
     assert "risk=D" in out.getvalue()
+    # the opt-in tiers are off until enabled, and doctor says how
+    assert ("set providers.enabled.gemini: true\n" in out.getvalue())
+    assert ("set providers.enabled.qwen: true and providers.qwen.consent: true"
+            in out.getvalue())
 
 
 # -- a new provider is only a subpackage ---------------------------------------------------------
@@ -176,8 +186,8 @@ def test_doctor_prints_each_specs_install_hint(tmp_path: Path,
 
 def test_a_new_subpackage_is_discovered_in_its_order(frob: ProviderSpec) -> None:
     assert [s.name for s in kit.builtin_specs()] == [
-        "anthropic", "openai", "mistral", "frob", "openai-compatible"]
-    assert kit.builtin_names() == ("anthropic", "openai", "mistral", "frob")
+        "anthropic", "openai", "gemini", "qwen", "mistral", "frob", "openai-compatible"]
+    assert kit.builtin_names() == ("anthropic", "openai", "gemini", "qwen", "mistral", "frob")
 
 
 def test_a_new_providers_metered_env_drives_the_detection(frob: ProviderSpec) -> None:
@@ -189,7 +199,7 @@ def test_the_config_accepts_a_new_subpackage_as_built_in(frob: ProviderSpec,
                                                          tmp_path: Path) -> None:
     s = _settings(tmp_path / "a", {"providers": {"enabled": {"frob": False},
                                                  "frob": {"max_concurrent": 2}}})
-    assert s.provider_names() == ("anthropic", "openai", "mistral", "frob")
+    assert s.provider_names() == ("anthropic", "openai", "gemini", "qwen", "mistral", "frob")
     p = s.provider("frob")
     assert (p.kind, p.enabled, p.max_concurrent, p.metered) == ("cli", False, 2, False)
     assert p.timeouts == frob.timeouts
@@ -200,7 +210,8 @@ def test_the_config_accepts_a_new_subpackage_as_built_in(frob: ProviderSpec,
         _settings(tmp_path / "c", {"providers": {"frob": {"timeouts": {"idle_s": 50}}}})
     assert str(info.value).endswith("providers.frob.timeouts.idle_s: must be below 50 "
                                     "(frob hangs up after 50 s of silence)")
-    with pytest.raises(ConfigError, match=r"not built in \(anthropic, openai, mistral, frob\)"):
+    with pytest.raises(ConfigError,
+                       match=r"not built in \(anthropic, openai, gemini, qwen, mistral, frob\)"):
         _settings(tmp_path / "d", {"providers": {"other": {}}})
 
 

@@ -18,11 +18,22 @@ ALIASES = {
     "devstral": ("mistral", "devstral-2-25-12"), "devstral-2": ("mistral", "devstral-2-25-12"),
     "devstral-small": ("mistral", "devstral-small-2-25-12"),
     "devstral-small-2": ("mistral", "devstral-small-2-25-12"),
+    "gemini": ("gemini", "gemini-2.5-pro"), "gemini-pro": ("gemini", "gemini-2.5-pro"),
+    "gemini-preview": ("gemini", "gemini-3.1-pro-preview"),
+    "gemini-flash": ("gemini", "gemini-3.5-flash"),
+    "gemini-flash-lite": ("gemini", "gemini-3.1-flash-lite"),
+    "qwen": ("qwen", "qwen3-coder-plus"), "qwen-coder": ("qwen", "qwen3-coder-plus"),
+    "qwen3-coder": ("qwen", "qwen3-coder-plus"), "qwen-coder-next": ("qwen", "qwen3-coder-next"),
+    "qwen-plus": ("qwen", "qwen3.7-plus"), "qwen-max": ("qwen", "qwen3-max-2026-01-23"),
 }
 MODELS = {
     "anthropic": ["claude-opus-4-8", "claude-opus-4-7", "claude-sonnet-4-6", "claude-haiku-4-5"],
     "openai": ["gpt-5.5", "gpt-5.4", "gpt-5.4-mini", "gpt-5.3-codex", "gpt-5.3-codex-spark"],
     "mistral": ["devstral-2-25-12", "devstral-small-2-25-12"],
+    "gemini": ["gemini-3.1-pro-preview", "gemini-3-pro-preview", "gemini-3-flash-preview",
+               "gemini-2.5-pro", "gemini-3.5-flash", "gemini-3.1-flash-lite"],
+    "qwen": ["qwen3-coder-plus", "qwen3-coder-next", "qwen3.7-plus", "qwen3.6-plus",
+             "qwen3.5-plus", "qwen3-max-2026-01-23"],
 }
 
 
@@ -52,6 +63,8 @@ def test_aliases(alias: str, target: tuple[str, str]) -> None:
 
 
 TOOL_PROVIDERS = {"anthropic", "openai"}
+#: qwen's Coding Plan models below 1M tokens (qwen-code 0.24.4's preset)
+QWEN_WINDOWS = {"qwen3-coder-next": 262144, "qwen3-max-2026-01-23": 262144}
 
 
 def test_capabilities_and_context_windows() -> None:
@@ -63,10 +76,12 @@ def test_capabilities_and_context_windows() -> None:
             caps = entry.capabilities
             # tools only where that CLI's real-CLI tool round trip passes (ADR 0012)
             assert caps.tools == (provider in TOOL_PROVIDERS) and caps.json_mode
-            assert caps.images == (provider != "mistral")
-            assert caps.streaming == ("token" if provider == "anthropic" else "message")
+            assert caps.images == (provider in ("anthropic", "openai"))
+            assert caps.streaming == ("token" if provider in ("anthropic", "gemini", "qwen")
+                                      else "message")
             assert entry.context_window == {"anthropic": 200000, "openai": None,
-                                            "mistral": 262144}[provider]
+                                            "mistral": 262144, "gemini": 1048576,
+                                            "qwen": QWEN_WINDOWS.get(model, 1000000)}[provider]
 
 
 def test_unknown_names_and_provider_narrowing() -> None:
@@ -78,13 +93,13 @@ def test_unknown_names_and_provider_narrowing() -> None:
     hit = reg.resolve("sonnet", provider="anthropic")
     assert hit is not None and hit.model == "claude-sonnet-4-6"
     assert reg.resolve("sonnet", provider="nobody") is None
-    assert reg.providers() == ("anthropic", "openai", "mistral")
+    assert reg.providers() == ("anthropic", "openai", "gemini", "qwen", "mistral")
 
 
 def test_models_listing_includes_aliases() -> None:
     rows = load_registry().models()
     ids = [r.id for r in rows]
-    assert len(ids) == len(set(ids)) == 11 + 12
+    assert len(ids) == len(set(ids)) == 23 + 23
     assert set(ids) == {m for ms in MODELS.values() for m in ms} | set(ALIASES)
     owners = {r.id: r.owned_by for r in rows}
     assert owners["codex"] == "openai" and owners["claude-haiku-4-5"] == "anthropic"

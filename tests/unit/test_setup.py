@@ -58,6 +58,7 @@ def test_it_enables_what_it_found_with_chains_from_the_registry(machine: Path) -
     assert code == 0, out
     config = json.loads((machine / "olp" / "config.json").read_text())
     assert config["providers"]["enabled"] == {"anthropic": True, "openai": False,
+                                              "gemini": False, "qwen": False,
                                               "mistral": False}
     chains = config["routing"]["chains"]
     assert chains["default"] == [{"name": "anthropic-default", "provider": "anthropic",

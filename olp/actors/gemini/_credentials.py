@@ -1,0 +1,145 @@
+"""Where gemini-cli's login lives, what its environment needs, and the pre-spawn check.
+
+Two logins (``cli-reference/gemini/README.md``, "Google-account (OAuth) login"):
+
+* **An API key** (metered): ``GEMINI_API_KEY`` in the proxy's environment or the provider's
+  configured ``env``. ``GOOGLE_API_KEY`` in the proxy's environment is handed on as
+  ``GEMINI_API_KEY`` (gemini-cli 0.61.0's ``gemini-api-key`` auth reads only that name;
+  ``GOOGLE_API_KEY`` is its Vertex express mode).
+* **A Google account** (``gemini`` run once interactively): ``~/.gemini/oauth_creds.json``
+  (plus the cached account e-mail in ``~/.gemini/google_accounts.json``) of the real user, or
+  of ``$GEMINI_CLI_HOME`` when the proxy has it. Both are symlinked into the spawn's private
+  home (:func:`home_links`). The CLI writes them with ``fs.writeFile`` (``cacheCredentials``,
+  ``cacheGoogleAccount`` in the bundle's ``chunk-JDPZ4CE3.js``), which follows a symlink: a
+  token refresh is written **through** the link into the real file, never replacing the link;
+  a logout (``clearCachedCredentialFile``: ``fs.rm`` of the path) removes the link only.
+
+Which one the CLI uses: ``security.auth.selectedType`` in its ``settings.json`` when set, else
+``GOOGLE_GENAI_USE_GCA=true`` → Google account, else ``GOOGLE_GEMINI_BASE_URL`` → ``gateway``
+(refused headless: "Invalid auth method selected."), else ``GEMINI_API_KEY`` → API key
+(``validateNonInteractiveAuth``/``getAuthTypeFromEnv``, *source*). The adapter's settings set
+``selectedType`` to ``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}`` (gemini-cli resolves
+``${VAR:-default}`` in settings values from its environment), so the choice is this
+environment variable, made here from the proxy's environment (:func:`auth_type`):
+``oauth-personal`` when the proxy has no API key and a Google-account login file exists, else
+unset (the API key). An owner who puts ``GEMINI_API_KEY`` in ``providers.gemini.env`` while a
+Google-account login also exists sets ``OLP_GEMINI_AUTH_TYPE: gemini-api-key`` there too (the
+configured ``env`` is applied after :func:`spawn_env`, which cannot see it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+from olp.failures import Code
+from olp.ir import Error
+
+KEY_VAR: Final = "GEMINI_API_KEY"
+KEY_VARS: Final = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+AUTH_TYPE_VAR: Final = "OLP_GEMINI_AUTH_TYPE"
+API_KEY_AUTH: Final = "gemini-api-key"
+OAUTH_AUTH: Final = "oauth-personal"
+OAUTH_IN_HOME: Final = ".gemini/oauth_creds.json"
+ACCOUNTS_IN_HOME: Final = ".gemini/google_accounts.json"
+HOME_VAR: Final = "GEMINI_CLI_HOME"
+MISSING_MESSAGE: Final = (
+    "no gemini-cli credentials: run `gemini` once and sign in with Google "
+    "(~/.gemini/oauth_creds.json), or set GEMINI_API_KEY in providers.gemini.env"
+)
+
+
+def _key(env: Mapping[str, str]) -> str | None:
+    """The API key the CLI would get from ``env``: ``GEMINI_API_KEY``, else ``GOOGLE_API_KEY``
+    (empty values do not count)."""
+    for var in KEY_VARS:
+        value = env.get(var, "").strip()
+        if value:
+            return value
+    return None
+
+
+def gemini_home(env: Mapping[str, str], real_home: Path) -> Path:
+    """The real user's ``~`` as gemini-cli sees it: ``$GEMINI_CLI_HOME`` when set (``~``
+    expanded), else ``real_home``."""
+    override = env.get(HOME_VAR, "").strip()
+    return Path(override).expanduser() if override else real_home
+
+
+def oauth_file(env: Mapping[str, str], real_home: Path) -> Path:
+    return gemini_home(env, real_home) / OAUTH_IN_HOME
+
+
+def has_oauth_login(path: Path) -> bool:
+    """True when ``path`` is a readable JSON object with a non-empty ``refresh_token`` or
+    ``access_token`` string (google-auth-library's credentials, as the CLI caches them)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(data, dict):
+        return False
+    return any(isinstance(data.get(k), str) and data[k].strip()
+               for k in ("refresh_token", "access_token"))
+
+
+def auth_type(proxy_env: Mapping[str, str]) -> str | None:
+    """``oauth-personal`` when ``proxy_env`` holds no API key and the Google-account login file
+    (under its ``GEMINI_CLI_HOME`` or ``HOME``) exists, else ``None`` (the settings' default,
+    the API key). Checks the file (briefly blocking)."""
+    if _key(proxy_env) is not None:
+        return None
+    home = proxy_env.get("HOME")
+    if not home and not proxy_env.get(HOME_VAR):
+        return None
+    path = oauth_file(proxy_env, Path(home or "/nonexistent"))
+    return OAUTH_AUTH if path.is_file() else None
+
+
+def spawn_env(proxy_env: Mapping[str, str]) -> dict[str, str]:
+    """The proxy's API key as ``GEMINI_API_KEY`` when it has one, else
+    ``OLP_GEMINI_AUTH_TYPE=oauth-personal`` when a Google-account login exists (see the module
+    docstring). Nothing else: no base URL, no ``GEMINI_CLI_HOME`` (the spawn's home is its
+    private one)."""
+    key = _key(proxy_env)
+    if key is not None:
+        return {KEY_VAR: key}
+    chosen = auth_type(proxy_env)
+    return {AUTH_TYPE_VAR: chosen} if chosen is not None else {}
+
+
+def home_links(env: Mapping[str, str], real_home: Path) -> dict[str, Path]:
+    """The Google-account login files that exist (``oauth_creds.json``,
+    ``google_accounts.json``) when the spawn uses that login; ``{}`` for an API-key spawn (its
+    home then holds no Google token at all)."""
+    if env.get(AUTH_TYPE_VAR, "").strip() != OAUTH_AUTH:
+        return {}
+    base = gemini_home(env, real_home)
+    return {rel: base / rel for rel in (OAUTH_IN_HOME, ACCOUNTS_IN_HOME)
+            if (base / rel).is_file()}
+
+
+def preflight(env: Mapping[str, str], home: Path) -> Error | None:
+    """``None`` when the login the spawn will use is there: for ``oauth-personal`` a cached
+    Google-account token, else ``GEMINI_API_KEY``; otherwise ``AUTH_MISSING`` with the fix."""
+    chosen = env.get(AUTH_TYPE_VAR, "").strip() or API_KEY_AUTH
+    if chosen == OAUTH_AUTH:
+        path = oauth_file(env, home)
+        if has_oauth_login(path):
+            return None
+        message = (f"{AUTH_TYPE_VAR} is {OAUTH_AUTH} but ~/.gemini/oauth_creds.json holds no "
+                   "Google-account login: run `gemini` and sign in again")
+        return Error(code=Code.AUTH_MISSING, category="auth", message=message)
+    if chosen != API_KEY_AUTH:
+        return Error(code=Code.AUTH_MISSING, category="auth",
+                     message=f"{AUTH_TYPE_VAR} must be {API_KEY_AUTH} or {OAUTH_AUTH}, not "
+                             f"{chosen!r}")
+    if env.get(KEY_VAR, "").strip():
+        return None
+    message = MISSING_MESSAGE
+    if env.get("GOOGLE_API_KEY", "").strip():
+        message = ("gemini-cli reads its API key from GEMINI_API_KEY: set that in "
+                   "providers.gemini.env instead of GOOGLE_API_KEY")
+    return Error(code=Code.AUTH_MISSING, category="auth", message=message)
