@@ -153,3 +153,43 @@ async def test_client_gone_mid_stream_kills_the_process_group(tmp_path: Path) ->
             pids = pids_from(tmp_path / "pids")
             assert got == [" chunk0", " chunk1"] and len(pids) == 2
             assert await wait_until(lambda: not any(alive(p) for p in pids), within=5.0)
+
+
+WEATHER_TOOLS: list[Any] = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+WEATHER_ASK: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+@pytest.mark.parametrize("scenario", ["tool_call", "tool_call_parallel"])
+async def test_a_tool_call_ends_the_spawn_at_the_call(tmp_path: Path, scenario: str) -> None:
+    """The fake prints the real CLI's ``tool_use`` line(s) and then waits (as gemini waits on
+    ``tools/call``): the answer is the first call, and the process group is killed."""
+    with trio.fail_after(30):
+        async with run_proxy(tmp_path / "home", config(tmp_path, scenario),
+                             env=proxy_env(tmp_path)) as proxy:
+            completion = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="gemini", messages=WEATHER_ASK, tools=WEATHER_TOOLS))
+            pids = pids_from(tmp_path / "pids")
+            assert await wait_until(lambda: not any(alive(p) for p in pids), within=5.0)
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.content == "Let me check the weather."
+    [call] = choice.message.tool_calls or []
+    assert call.function.name == "get_weather" and call.id.startswith("call_")
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+
+
+async def test_a_bridge_that_failed_is_tool_bridge_failed(tmp_path: Path) -> None:
+    with trio.fail_after(30):
+        async with run_proxy(tmp_path / "home", config(tmp_path, "tool_bridge_failed"),
+                             env=proxy_env(tmp_path)) as proxy:
+            def call() -> openai.APIStatusError:
+                with pytest.raises(openai.APIStatusError) as info:
+                    proxy.client().chat.completions.create(
+                        model="gemini", messages=WEATHER_ASK, tools=WEATHER_TOOLS)
+                return info.value
+
+            err = await in_thread(call)
+    assert err.status_code == 503 and err.code == "tool_bridge_failed", err.response.text

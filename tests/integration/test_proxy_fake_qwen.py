@@ -217,3 +217,32 @@ async def test_client_gone_mid_answer_kills_the_process_group(tmp_path: Path) ->
                 return int(proxy.get("/health").json()["providers"]["qwen"]["in_flight"])
 
             assert await in_thread(in_flight) == 0
+
+
+async def test_a_tool_call_through_the_bridge_is_answered_and_the_group_killed(
+        tmp_path: Path) -> None:
+    """A request with tools: OLP's bridge is configured (the fake lists its tools in
+    ``system/init`` and replays the real ``tools/single`` transcript); the call comes back as
+    OpenAI ``tool_calls`` and the spawn's whole group is gone."""
+    argv_file = tmp_path / "argv.json"
+    tools: list[Any] = [{"type": "function", "function": {
+        "name": "get_weather", "parameters": {"type": "object", "properties": {
+            "city": {"type": "string"}}}}}]
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", config(
+                tmp_path, "bridge_call", FAKE_QWEN_ARGV_FILE=str(argv_file)),
+                env=proxy_env(tmp_path)) as proxy:
+            completion = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="qwen-coder", tools=tools,
+                messages=[{"role": "user", "content": "Weather in Paris?"}]))
+            pids = pids_from(tmp_path / "pids")
+            assert await wait_until(lambda: not any(alive(p) for p in pids), within=5.0)
+    choice = completion.choices[0]
+    assert choice.finish_reason == "tool_calls" and choice.message.content is None
+    [call] = choice.message.tool_calls or []
+    assert call.id == "call_mock000001_0" and call.type == "function"
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris"}
+    argv = json.loads(argv_file.read_text())
+    assert argv[-4:] == ["-m", MODEL, "--allowed-mcp-server-names", "olp"]
+    assert not any("Paris" in a for a in argv)

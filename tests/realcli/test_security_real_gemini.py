@@ -6,7 +6,9 @@ subagents), runs a prompt that begins with ``/`` as a CLI command (``/init`` wri
 ``GEMINI.md``, ``/docs`` runs ``xdg-open``) and inlines ``@path`` workspace files into the
 prompt (``tests/fixtures/cli-reference/gemini/README.md``). OLP's spawn switches the tools off
 (``tools.core: []`` plus a deny-all policy), guards the prompt and keeps the working directory
-empty; the OS sandbox is the second wall. Each test runs one or two gemini (~2 s each).
+empty; the OS sandbox is the second wall. A request with tools gets OLP's MCP bridge as the
+only MCP server, its tools the only ones declared. Each test runs one or two gemini (~2 s
+each).
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 import trio
 from mock_gemini import MockGemini
@@ -58,26 +59,30 @@ async def test_no_built_in_tool_reaches_the_upstream(tmp_path: Path,
     assert not await trio.Path("/tmp/olp-mcp").exists()
 
 
-async def test_a_request_with_tools_is_never_answered_without_them(
+async def test_a_request_with_tools_offers_only_the_bridge(
         tmp_path: Path, nursery: trio.Nursery) -> None:
-    """The registry says ``tools: false`` for gemini: the hop is skipped, loudly, and the CLI
-    never runs (it would answer without the client's tools)."""
+    """A request with tools starts OLP's bridge as the one MCP server: even when the owner's
+    ``home_files`` ask for built-in tools, yolo and an MCP server of their own, the upstream
+    request declares only the client's tool (``mcp_olp_<name>``) and nothing else runs."""
     gemini = real_cli("OLP_REAL_GEMINI")
     tool = {"type": "function", "function": {
         "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}
-    with trio.fail_after(30):
-        mock = await start(nursery)
-        async with run_proxy(tmp_path / "home", config(gemini, mock),
-                             env=proxy_env(tmp_path)) as proxy:
-            def call() -> openai.APIStatusError:
-                with pytest.raises(openai.APIStatusError) as info:
-                    ask(proxy, "Weather in Paris?", tools=[tool])
-                return info.value
-
-            err = await in_thread(call)
-    assert mock.request_count == 0
-    assert err.status_code == 400
-    assert "tools" in json.dumps(err.response.json())
+    with trio.fail_after(40):
+        mock = await start(nursery, "weather")
+        cfg = config(gemini, mock)
+        cfg["providers"]["gemini"]["home_files"] = {".gemini/settings.json": CARELESS_SETTINGS}
+        async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
+            completion = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="gemini", tools=[tool], messages=[
+                    {"role": "user", "content": "Run `cat /etc/passwd` with your shell, then "
+                                                "tell me the weather in Paris."}]))
+            assert descendants(proxy.process.pid) == set()
+    assert completion.choices[0].finish_reason == "tool_calls"
+    assert [c.function.name for c in completion.choices[0].message.tool_calls or []] == [
+        "get_weather"]
+    [request] = mock.generate_requests()
+    assert request["tool_declarations"] == ["mcp_olp_get_weather"]
+    assert not await trio.Path("/tmp/olp-mcp").exists()
 
 
 @pytest.mark.parametrize("command", ["/init", "/docs"])

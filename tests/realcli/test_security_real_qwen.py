@@ -1,9 +1,10 @@
 """qwen is used as a model, never as an agent: the real ``qwen`` CLI through ``olp start``
 (bubblewrap-confined) against the loopback OpenAI-compatible mock.
 
-Every upstream request offers ``"tools": []`` and there is exactly one request per answer (no
-managed-memory side request); a tool call the model makes anyway is a failure and runs
-nothing; a client's ``/init`` reaches the model as text instead of running qwen's command;
+Every upstream request offers ``"tools": []`` (with a client's tools: exactly OLP's bridge's
+``mcp__olp__<name>``) and there is exactly one request per answer (no managed-memory side
+request); a tool call the model makes anyway is a failure and runs nothing; a client's
+``/init`` reaches the model as text instead of running qwen's command;
 ``@notes.txt`` is not expanded from any directory; an owner's careless ``home_files``
 settings cannot switch the tools back on (the adapter's settings win). Each test runs one or
 two qwen processes (~2-4 s each).
@@ -132,26 +133,31 @@ def _found(root: Path, name: str) -> list[Path]:
     return list(root.rglob(name))
 
 
-async def test_a_request_with_tools_skips_qwen_loudly(tmp_path: Path,
-                                                      nursery: trio.Nursery) -> None:
-    """The registry marks qwen's models ``tools: false`` (no tool bridge for qwen yet): a
-    request with tools never reaches qwen (its tools would be lost), and the client is told."""
+async def test_with_tools_only_the_bridge_is_offered_and_a_built_in_call_runs_nothing(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """A request with tools reaches qwen through OLP's bridge: the upstream request offers
+    exactly ``mcp__olp__<name>``; a model that calls qwen's shell anyway (a tool it was not
+    offered) gets ``tool_call_invalid``, and nothing ran."""
     qwen = real_cli("OLP_REAL_QWEN")
+    bait = tmp_path / f"qwen-bait-{os.getpid()}"
     tools: list[Any] = [{"type": "function", "function": {
         "name": "get_weather", "parameters": {"type": "object", "properties": {}}}}]
     with trio.fail_after(60):
-        mock = await start(nursery)
+        mock = await start(nursery, "success", tool_call=(
+            "run_shell_command", json.dumps({"command": f"touch {bait}"})))
         async with run_proxy(tmp_path / "home", config(qwen, mock),
                              env=proxy_env(tmp_path)) as proxy:
             def call() -> openai.APIStatusError:
                 with pytest.raises(openai.APIStatusError) as info:
                     proxy.client().chat.completions.create(
                         model="qwen-coder", tools=tools,
-                        messages=[{"role": "user", "content": "weather?"}])
+                        messages=[{"role": "user", "content": "Use Bash to touch it."}])
                 return info.value
 
             err = await in_thread(call)
-    assert err.status_code == 400
-    assert err.response.json()["error"]["code"] == "tools_unsupported"
-    assert '"CAPABILITY"' in err.response.headers["x-olp-fallback-detail"]
-    assert chats(mock) == []
+    assert err.status_code == 503
+    assert err.response.json()["error"]["code"] == "tool_call_invalid"
+    assert not bait.exists()
+    [request] = chats(mock)
+    assert [t["function"]["name"] for t in request["body"]["tools"]] == [
+        "mcp__olp__get_weather"]

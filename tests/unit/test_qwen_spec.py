@@ -1,5 +1,5 @@
-"""The qwen provider as data: its registry models (text only, token streaming, JSON mode, no
-tools this round), ``olp setup``'s chains naming registry aliases, tier B needing consent,
+"""The qwen provider as data: its registry models (text only, token streaming, JSON mode,
+tools through OLP's bridge), ``olp setup``'s chains naming registry aliases, tier B needing consent,
 no warm pool, and an idle limit below qwen's own 240 s re-ask."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def test_registry_models_and_aliases() -> None:
         assert entry is not None and (entry.provider, entry.model) == ("qwen", model)
         caps = entry.capabilities
         assert (caps.tools, caps.images, caps.json_mode, caps.streaming) == (
-            False, False, True, "token")
+            True, False, True, "token")
     coder = registry.resolve("qwen3-coder-plus")
     assert coder is not None and coder.context_window == 1_000_000
 

@@ -62,7 +62,7 @@ def test_aliases(alias: str, target: tuple[str, str]) -> None:
     assert entry is not None and (entry.provider, entry.model) == target
 
 
-TOOL_PROVIDERS = {"anthropic", "openai"}
+TOOL_PROVIDERS = {"anthropic", "openai", "gemini", "qwen"}
 #: qwen's Coding Plan models below 1M tokens (qwen-code 0.24.4's preset)
 QWEN_WINDOWS = {"qwen3-coder-next": 262144, "qwen3-max-2026-01-23": 262144}
 

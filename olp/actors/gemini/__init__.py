@@ -2,9 +2,11 @@
 a pure :class:`~olp.actors.CliAdapter`.
 
 gemini streams token deltas (``-o stream-json``) after ~2 s of start-up; usage and the
-outcome are in its last line, ``result``. Every built-in tool, MCP server, skill and agent is
-off, the prompt is guarded against the CLI's slash commands and the working directory stays
-empty (``@path`` would inline its files). See ``cli-reference/gemini/README.md``.
+outcome are in its last line, ``result``. Every built-in tool, skill and agent is off, and
+every MCP server but OLP's tool bridge when the request offers tools (the model's call is a
+``tool_use`` line, and the job ends there); the prompt is guarded against the CLI's slash
+commands and the working directory stays empty (``@path`` would inline its files). See
+``cli-reference/gemini/README.md`` and ``cli-reference/gemini/tools/README.md``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from olp.actors._adapter import Invocation
+from olp.actors._toolbridge import TOOLS_FILE
 from olp.ir import ChatRequest, Error
 
 from . import _credentials
-from ._invocation import build_invocation
+from ._invocation import build_invocation, spawn_home
 from ._parser import GeminiParser
 from ._spec import SPEC
 
@@ -32,7 +35,9 @@ class GeminiAdapter:
                                 extra_args=extra_args)
 
     def parser(self, workdir: Path) -> GeminiParser:
-        return GeminiParser()
+        # The runner wrote the spawn's files first: a tools file means a run with the bridge
+        # (one stat of the private home; the parser then holds text back, see _parser.py).
+        return GeminiParser(hold_text=(spawn_home(workdir) / TOOLS_FILE).exists())
 
     def spawn_env(self, proxy_env: Mapping[str, str]) -> dict[str, str]:
         return _credentials.spawn_env(proxy_env)

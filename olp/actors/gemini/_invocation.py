@@ -41,8 +41,21 @@ reaching the model; :func:`guard_prompt` puts a zero-width space in front of suc
 workspace file: the working directory stays empty (nothing goes in :attr:`Invocation.files`).
 
 ``response_format`` json_object/json_schema → an instruction at the head of the prompt.
-Images → :class:`CapabilityMissing` (the prompt is text on stdin). Tools are not offered
-(the registry says ``tools: false`` for gemini: a request with tools skips the hop).
+Images → :class:`CapabilityMissing` (the prompt is text on stdin).
+
+**The request's tools** (when :func:`offered_tools` is not empty) reach the model through
+OLP's MCP bridge, the one MCP server gemini may start (:func:`tools_settings`):
+``mcpServers.olp`` = :func:`bridge_command` with the tools file (:data:`TOOLS_FILE`) in the
+private home — never in the working directory, where ``@path`` could name it — and
+``mcp.allowed: ["olp"]``; ``tools.core: []`` still keeps every built-in off. The policy
+becomes :data:`TOOLS_POLICY`: ``mcpName = "olp"`` allowed at the user tier's top priority
+(headless gemini drops a tool that would need approval), everything else denied just below.
+Measured with gemini-cli 0.61.0 (``tests/fixtures/cli-reference/gemini/tools/``): the
+upstream request declares exactly ``mcp_olp_<name>`` for each tool and no built-in, even
+when the prompt asks for a shell. gemini has no "required" server setting: a bridge that
+fails to start is reported on stderr only and the model is asked without the tools (the
+parser turns that into ``TOOL_BRIDGE_FAILED``). A forced ``tool_choice`` adds
+:func:`tool_instruction` at the head of the prompt.
 """
 
 from __future__ import annotations
@@ -55,6 +68,14 @@ from typing import Any, Final
 
 from olp.actors._adapter import CapabilityMissing, Invocation
 from olp.actors._prompt import flatten_prompt, json_instruction, system_text
+from olp.actors._toolbridge import (
+    SERVER_NAME,
+    TOOLS_FILE,
+    bridge_command,
+    offered_tools,
+    tool_instruction,
+    tools_file_text,
+)
 from olp.ir import ChatRequest, ImagePart
 
 from ._credentials import API_KEY_AUTH, AUTH_TYPE_VAR
@@ -85,6 +106,13 @@ SETTINGS: Final[dict[str, Any]] = {
 }
 SETTINGS_TEXT: Final = json.dumps(SETTINGS, indent=2, sort_keys=True) + "\n"
 POLICY: Final = '[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 999\n'
+#: The policy of a spawn with the request's tools (same file name, replacing :data:`POLICY`):
+#: the bridge's tools allowed (headless gemini drops a tool whose decision is ``ask_user``),
+#: everything else denied. The first matching rule by priority wins; 999 is the user tier's
+#: highest priority.
+TOOLS_POLICY: Final = (f'[[rule]]\nmcpName = "{SERVER_NAME}"\ntoolName = "*"\n'
+                       'decision = "allow"\npriority = 999\n\n'
+                       '[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 998\n')
 #: Always in the spawn's environment (after the provider's ``env``: not overridable).
 FIXED_ENV: Final = {"GEMINI_CLI_NO_RELAUNCH": "true"}
 BASE_ARGS: Final = ("-p", "", "-o", "stream-json")
@@ -108,12 +136,25 @@ def guard_prompt(text: str) -> str:
 
 def build_prompt(request: ChatRequest) -> str:
     """The stdin text: the conversation without its system text (that goes to
-    ``GEMINI_SYSTEM_MD``), the JSON instruction first when asked for, guarded."""
+    ``GEMINI_SYSTEM_MD``), the JSON and forced-tool instructions first when asked for,
+    guarded."""
     prompt = flatten_prompt(request.messages, include_system=False)
-    instruction = json_instruction(request.response_format)
-    if instruction is not None:
-        prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
+    for instruction in (json_instruction(request.response_format),
+                        tool_instruction(request) if offered_tools(request) else None):
+        if instruction is not None:
+            prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     return guard_prompt(prompt)
+
+
+def tools_settings(home: Path) -> dict[str, Any]:
+    """:data:`SETTINGS` for a spawn with the request's tools: the bridge (its tools file in
+    ``home``) as the one MCP server, and the only one allowed. ``tools.core: []`` still keeps
+    every built-in tool off."""
+    command, args = bridge_command(home)
+    settings: dict[str, Any] = json.loads(SETTINGS_TEXT)
+    settings["mcpServers"] = {SERVER_NAME: {"command": command, "args": args}}
+    settings["mcp"] = {"allowed": [SERVER_NAME]}
+    return settings
 
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
@@ -123,9 +164,16 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     if any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
         raise CapabilityMissing("images")
     argv = [binary, *BASE_ARGS, "-m", model, "--skip-trust", *extra_args]
-    system_md = spawn_home(workdir) / SYSTEM_FILE
+    home = spawn_home(workdir)
+    system_md = home / SYSTEM_FILE
     home_files = {SETTINGS_FILE: SETTINGS_TEXT, POLICY_FILE: POLICY,
                   SYSTEM_FILE: system_text(request.messages)}
+    tools = offered_tools(request)
+    if tools:
+        home_files[SETTINGS_FILE] = json.dumps(tools_settings(home), indent=2,
+                                               sort_keys=True) + "\n"
+        home_files[POLICY_FILE] = TOOLS_POLICY
+        home_files[TOOLS_FILE] = tools_file_text(tools)
     env = {**FIXED_ENV, "GEMINI_SYSTEM_MD": str(system_md)}
     return Invocation(argv=argv, stdin=build_prompt(request).encode("utf-8"), env=env,
                       home_files=home_files)

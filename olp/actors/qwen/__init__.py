@@ -4,7 +4,10 @@ a pure :class:`~olp.actors.CliAdapter`.
 qwen streams token deltas (``--include-partial-messages``) after ~2-4 s of Node start-up;
 upstream errors come as ``[API Error: ...]`` text and a ``result`` error, which the parser
 never forwards as content. It runs with every built-in tool off through a per-spawn
-``~/.qwen/settings.json`` in its private home. See ``cli-reference/qwen/README.md``.
+``~/.qwen/settings.json`` in its private home. A request's tools reach the model through
+OLP's MCP bridge (the one MCP server qwen may start, in a workdir trusted for that spawn
+only); the parser reports the model's calls and the runner kills qwen at the end of the
+model's message. See ``cli-reference/qwen/README.md`` and ``cli-reference/qwen/tools/``.
 """
 
 from __future__ import annotations

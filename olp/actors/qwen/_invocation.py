@@ -4,22 +4,24 @@ No client text on argv. Measured against the real CLI and the loopback OpenAI-co
 (``tests/fixtures/cli-reference/qwen/README.md``, "The no-tools recipe"):
 
 ``qwen -o stream-json --include-partial-messages --approval-mode default --max-tool-calls 0
---exclude-tools <ALL_TOOLS> --chat-recording false -m MODEL [extra_args ...]``, the prompt on
-stdin (the runner writes it at spawn and closes stdin: qwen reads stdin ~3.5 s after start with
-a 500 ms window for the first byte, then to EOF; an open stdin hangs it).
+--exclude-tools <ALL_TOOLS> --chat-recording false -m MODEL [--allowed-mcp-server-names olp]
+[extra_args ...]``, the prompt on stdin (the runner writes it at spawn and closes stdin: qwen
+reads stdin ~3.5 s after start with a 500 ms window for the first byte, then to EOF; an open
+stdin hangs it).
 
 * **qwen is a model here, never an agent.** ``~/.qwen/settings.json`` in the spawn's private
   home (:data:`SETTINGS`, written as a home file, never symlinked: qwen rewrites a settings
   file that lacks ``"$version": 4``) denies and disables every built-in tool of 0.24.4
   (:data:`ALL_TOOLS`, ``ToolNames``; there is no wildcard for built-in tools), turns the
   managed-memory agent off (it otherwise sends the whole conversation again with
-  shell/write/edit tools), excludes every MCP server, disables the slash commands, skills,
-  hooks, cron, chat recording, start-up context, usage statistics, telemetry and the ripgrep
-  probe, and turns folder trust on (the workdir's ``.qwen/settings.json``, ``.env``,
-  ``QWEN.md`` and ``AGENTS.md`` are then ignored). ``--exclude-tools`` repeats the list on
-  argv (the CLI overrides layer), and ``--max-tool-calls 0`` makes a tool call the model emits
-  anyway abort the run (exit 55) before anything runs. Under this recipe every captured
-  upstream request offered ``"tools": []``, one request per answer.
+  shell/write/edit tools), excludes every MCP server (all but OLP's bridge when the request
+  has tools, see below), disables the slash commands, skills, hooks, cron, chat recording,
+  start-up context, usage statistics, telemetry and the ripgrep probe, and turns folder trust
+  on (the workdir's ``.qwen/settings.json``, ``.env``, ``QWEN.md`` and ``AGENTS.md`` are then
+  ignored; with tools only the empty workdir is trusted, see below). ``--exclude-tools``
+  repeats the list on argv (the CLI overrides layer), and ``--max-tool-calls 0`` makes a tool
+  call the model emits anyway abort the run (exit 55) before anything runs. Under this recipe
+  every captured upstream request offered ``"tools": []``, one request per answer.
 * ``model.generationConfig.maxRetries: 0``: the openai-node retries and the CLI's outer
   rate-limit rounds (10 rounds from 60 s to 300 s, ~50 min for a 429) are off. The CLI's own
   7 attempts (``retryWithBackoff``, not configurable, silent on stdout) remain;
@@ -36,18 +38,48 @@ a 500 ms window for the first byte, then to EOF; an open stdin hangs it).
   the model as text. ``@path`` is expanded from the working directory, which stays empty (no
   ``files``: everything OLP writes is in the home).
 * **Images** → :class:`CapabilityMissing` (the prompt is text on stdin).
+* **The request's tools** (when :func:`offered_tools` is not empty) reach the model through
+  OLP's MCP bridge (``olp/actors/_toolbridge.py``), measured in
+  ``tests/fixtures/cli-reference/qwen/tools/``: the tools file goes into the private home
+  (:data:`BRIDGE_DIR`, never the workdir) and :func:`tools_settings` replaces the MCP part of
+  the settings with ``mcp.allowed: ["olp"]`` and ``mcpServers.olp`` (the proxy's
+  interpreter and paths only); ``--allowed-mcp-server-names olp`` on argv bounds the
+  allow-list for the whole run. qwen starts MCP servers only in a *trusted* folder, so
+  ``~/.qwen/trustedFolders.json`` (:func:`trusted_folders_text`) trusts exactly the workdir
+  (which OLP keeps empty) and distrusts ``/``: a ``.env`` in a parent directory stays
+  ignored (the deepest rule wins). A trusted folder also reads ``QWEN.md``/``AGENTS.md``
+  upward to the nearest ``.git``'s parent (measured: a ``.git`` and ``QWEN.md`` planted in an
+  ancestor reached the model), so ``context.fileName`` names one random file per spawn
+  (:func:`context_file_name`) that no one can have planted. Every built-in tool stays denied
+  and disabled; the upstream request offers exactly ``mcp__olp__<name>`` per tool.
+  ``--max-tool-calls 0`` stays: qwen prints the model's whole message (each ``tool_use``
+  block streamed, then the ``assistant`` event with all of them and ``stop_reason:
+  "tool_use"``) *before* it counts the calls and aborts (exit 55), so no ``tools/call``
+  reaches the bridge and no second request is made (without it qwen declines the call —
+  "non-interactive mode cannot prompt" — and asks the model again). A forced
+  ``tool_choice`` adds :func:`tool_instruction` at the head of the prompt.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
+import secrets
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from olp.actors._adapter import CapabilityMissing, Invocation
 from olp.actors._prompt import flatten_prompt, json_instruction, system_text
+from olp.actors._toolbridge import (
+    SERVER_NAME,
+    TOOLS_FILE,
+    bridge_command,
+    offered_tools,
+    tool_instruction,
+    tools_file_text,
+)
 from olp.ir import ChatRequest, ImagePart
 
 #: Every built-in tool name of qwen-code 0.24.4 (``ToolNames``); re-derive on a version bump.
@@ -77,6 +109,11 @@ SLASH_COMMANDS: Final[tuple[str, ...]] = (
     "workflow-authoring", "workflow-creator", "zvec-grep-install",
 )
 SETTINGS_FILE: Final = ".qwen/settings.json"
+TRUSTED_FOLDERS_FILE: Final = ".qwen/trustedFolders.json"
+#: The home directory that holds the bridge's tools file (``<home>/olp/olp-tools.json``).
+BRIDGE_DIR: Final = "olp"
+#: How qwen names a tool of OLP's bridge: ``mcp__<server>__<tool>``.
+TOOL_PREFIX: Final = f"mcp__{SERVER_NAME}__"
 SYSTEM_FILE: Final = "olp/system.md"
 DEFAULT_SYSTEM: Final = "You are a helpful assistant."
 #: A zero-width space: not whitespace to ``str.split``, and not a ``/`` either.
@@ -119,6 +156,28 @@ BASE_ARGS: Final = ("-o", "stream-json", "--include-partial-messages",
                     "--exclude-tools", ",".join(ALL_TOOLS), "--chat-recording", "false")
 
 
+def tools_settings(command: str, args: Sequence[str], context_file: str) -> dict[str, Any]:
+    """:data:`SETTINGS` for a spawn with OLP's bridge: the one MCP server ``olp`` allowed and
+    configured, ``context.fileName`` set to ``context_file`` (see the module docstring);
+    every built-in tool still denied and disabled."""
+    settings = copy.deepcopy(SETTINGS)
+    settings["mcp"] = {"allowed": [SERVER_NAME]}
+    settings["mcpServers"] = {SERVER_NAME: {"command": command, "args": list(args)}}
+    settings["context"] = {"fileName": [context_file]}
+    return settings
+
+
+def trusted_folders_text(workdir: Path) -> str:
+    """``~/.qwen/trustedFolders.json`` that trusts ``workdir`` only: ``/`` is distrusted, and
+    qwen's deepest matching rule wins."""
+    return json.dumps({"/": "DO_NOT_TRUST", str(workdir): "TRUST_FOLDER"}, indent=2) + "\n"
+
+
+def context_file_name() -> str:
+    """A context file name no one can have planted in a parent directory (fresh per spawn)."""
+    return f"olp-no-context-{secrets.token_hex(8)}.md"
+
+
 def spawn_home(workdir: Path) -> Path:
     """The per-spawn temporary home the runner makes beside ``workdir``."""
     return workdir.parent / "home"
@@ -137,17 +196,29 @@ def guard_prompt(text: str) -> str:
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
     """The spawn for one request (details in the module docstring). Raises
-    :class:`CapabilityMissing` ``("images")`` when a message carries an image. Tools in the
-    request are not looked at here (the registry marks qwen's models ``tools: false``, so the
-    engine skips this hop for a request with tools)."""
+    :class:`CapabilityMissing` ``("images")`` when a message carries an image. Offered tools
+    (all of them unless ``tool_choice`` is ``"none"``) are served by OLP's bridge; without
+    them the spawn has no MCP server at all."""
     if any(isinstance(p, ImagePart) for m in request.messages for p in m.content):
         raise CapabilityMissing("images")
     prompt = flatten_prompt(request.messages, include_system=False)
-    instruction = json_instruction(request.response_format)
-    if instruction is not None:
-        prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
+    tools = offered_tools(request)
+    for instruction in (json_instruction(request.response_format),
+                        tool_instruction(request) if tools else None):
+        if instruction is not None:
+            prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     system = system_text(request.messages) or DEFAULT_SYSTEM
-    argv = [binary, *BASE_ARGS, "-m", model, *extra_args]
-    env = {**TOOLS_OFF_ENV, "QWEN_SYSTEM_MD": str(spawn_home(workdir) / SYSTEM_FILE)}
+    home = spawn_home(workdir)
+    argv = [binary, *BASE_ARGS, "-m", model]
+    home_files = {SETTINGS_FILE: SETTINGS_TEXT, SYSTEM_FILE: system}
+    if tools:
+        command, args = bridge_command(home / BRIDGE_DIR)
+        settings = tools_settings(command, args, context_file_name())
+        home_files[SETTINGS_FILE] = json.dumps(settings, indent=2, sort_keys=True) + "\n"
+        home_files[f"{BRIDGE_DIR}/{TOOLS_FILE}"] = tools_file_text(tools)
+        home_files[TRUSTED_FOLDERS_FILE] = trusted_folders_text(workdir)
+        argv += ["--allowed-mcp-server-names", SERVER_NAME]
+    argv += extra_args
+    env = {**TOOLS_OFF_ENV, "QWEN_SYSTEM_MD": str(home / SYSTEM_FILE)}
     return Invocation(argv=argv, stdin=guard_prompt(prompt).encode("utf-8"), env=env,
-                      home_files={SETTINGS_FILE: SETTINGS_TEXT, SYSTEM_FILE: system})
+                      home_files=home_files)

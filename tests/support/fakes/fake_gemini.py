@@ -57,7 +57,11 @@ CASES = {
     "empty": "empty_response",
     "conn_drop": "conn_drop",
 }
-SCENARIOS = {*CASES, "slow"}
+#: tool scenarios: transcripts of the real CLI with OLP's bridge (cli-reference/gemini/tools/)
+TOOL_TRANSCRIPTS = TRANSCRIPTS.parent / "tools"
+TOOL_CASES = {"tool_call": "single", "tool_call_parallel": "parallel",
+              "tool_bridge_failed": "bridge_failed"}
+SCENARIOS = {*CASES, *TOOL_CASES, "slow"}
 NO_KEY = ("When using Gemini API, you must specify the GEMINI_API_KEY environment variable.\n"
           "Update your environment and try again (no reload needed if using .env)!")
 NO_OAUTH = ("Manual authorization is required but the current session is non-interactive. "
@@ -191,10 +195,21 @@ def main() -> None:
         for i in range(1_000_000):
             emit({"type": "message", "role": "assistant", "content": f" chunk{i}",
                   "delta": True}, delay)
-    case = CASES[scenario]
-    meta = json.loads((TRANSCRIPTS / f"{case}.meta.json").read_text())
+    folder = TRANSCRIPTS
+    if scenario in TOOL_CASES:
+        folder = TOOL_TRANSCRIPTS
+        bridged = "olp" in (conf.get("mcpServers") or {}) and (
+            conf.get("mcp") or {}).get("allowed") == ["olp"]
+        case = TOOL_CASES[scenario] if bridged else TOOL_CASES["tool_bridge_failed"]
+    else:
+        case = CASES[scenario]
+    meta = json.loads((folder / f"{case}.meta.json").read_text())
     lines = [json.loads(line) for line in
-             (TRANSCRIPTS / f"{case}.stdout.jsonl").read_text().splitlines() if line.strip()]
+             (folder / f"{case}.stdout.jsonl").read_text().splitlines() if line.strip()]
+    if folder == TOOL_TRANSCRIPTS:  # the real CLI reports MCP trouble before its answer
+        sys.stderr.write("".join(line for line in (folder / f"{case}.stderr").read_text()
+                                 .splitlines(keepends=True) if not line.startswith("Warning")))
+        sys.stderr.flush()
     echo = os.environ.get("FAKE_GEMINI_ECHO") == "1"
     echoed = False
     for obj in lines:
@@ -213,6 +228,10 @@ def main() -> None:
                 "cwd_files": sorted(os.listdir(".")), "argv": sys.argv[1:],
                 "env_keys": sorted(os.environ)})
         emit(obj, delay)
+    if folder == TOOL_TRANSCRIPTS:
+        if meta["exit_code"] == -signal.SIGKILL:  # the real CLI waited on tools/call
+            time.sleep(3600)
+        leave(meta["exit_code"])
     leave(meta["exit_code"], (TRANSCRIPTS / f"{case}.stderr").read_text()
           if meta["exit_code"] else "")
 

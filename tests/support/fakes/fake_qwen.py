@@ -6,10 +6,11 @@ tests/fixtures/cli-reference/qwen/README.md):
 
   argv     the real CLI's options as OLP uses them (``-o stream-json``,
            ``--include-partial-messages``, ``--approval-mode M``, ``--max-tool-calls N``,
-           ``--exclude-tools A,B``, ``--chat-recording B``, ``-m/--model M``, ``-p``/``--prompt``
-           ``T``, ``--debug``); an unknown option exits 1 (yargs' ``Unknown argument``). Only
-           ``-o stream-json`` is faked (else exit 1). Without ``--include-partial-messages`` the
-           ``stream_event`` lines are left out, as qwen does.
+           ``--exclude-tools A,B``, ``--chat-recording B``, ``--allowed-mcp-server-names N``,
+           ``-m/--model M``, ``-p``/``--prompt`` ``T``, ``--debug``); an unknown option exits 1
+           (yargs' ``Unknown argument``). Only ``-o stream-json`` is faked (else exit 1).
+           Without ``--include-partial-messages`` the ``stream_event`` lines are left out, as
+           qwen does.
   stdin    read to EOF before anything is printed; empty (and no ``-p``) → the real stderr
            ``No input provided via stdin. ...``, exit 1, nothing on stdout. A prompt whose
            first character is ``/`` is refused as a disabled command (the real recipe's
@@ -18,11 +19,14 @@ tests/fixtures/cli-reference/qwen/README.md):
            ``fake_qwen: no OPENAI_API_KEY`` (qwen's own wording was not captured).
   tools    ``system/init`` lists ``"tools": []`` only when ``$HOME/.qwen/settings.json`` denies
            every tool (``permissions.deny``) and turns the memory agent off, as in the real
-           recipe; otherwise the stock run's tool names.
+           recipe; otherwise the stock run's tool names. With OLP's bridge configured
+           (``mcpServers.olp``) it lists ``mcp__olp__<name>`` for each tool of the bridge's
+           tools file (its last argument); the bridge itself is not started.
   output   the lines of the scenario's transcript (``<case>.stdout.jsonl``), the model name
            replaced by ``-m``'s, the exit code and stderr the transcript's.
   env      FAKE_QWEN_SCENARIO   success (default) | auth | rate_limit | tool_call | hang |
-                                crash_mid_answer
+                                crash_mid_answer | bridge_call (``tools/single``: the model
+                                calls ``mcp__olp__get_weather``, then exit 55)
            FAKE_QWEN_DELAY_S    pause before each stdout line (default 0.01; the real CLI takes
                                 ~2-4 s to start)
            FAKE_QWEN_ECHO=1     the answer text (one delta) is a JSON digest of what the fake
@@ -57,9 +61,11 @@ TRANSCRIPTS = {
     "tool_call": "tool_call_bait",
     "hang": "success",
     "crash_mid_answer": "success",
+    "bridge_call": "../tools/single",
 }
 VALUE_FLAGS = {"-o", "--output-format", "--approval-mode", "--max-tool-calls", "--exclude-tools",
-               "--chat-recording", "-m", "--model", "-p", "--prompt"}
+               "--chat-recording", "--allowed-mcp-server-names", "-m", "--model", "-p",
+               "--prompt"}
 BOOL_FLAGS = {"--include-partial-messages", "--debug", "-d"}
 STOCK_TOOLS = ["agent", "get_goal", "glob", "grep_search", "list_agents", "read_file", "skill",
                "tool_call", "tool_search", "update_goal"]
@@ -110,7 +116,16 @@ class Fake:
         s = self.settings()
         deny = set(s.get("permissions", {}).get("deny", []))
         memory_off = s.get("memory", {}).get("enableManagedAutoMemory") is False
-        return [] if deny >= set(STOCK_TOOLS) and memory_off else list(STOCK_TOOLS)
+        if not (deny >= set(STOCK_TOOLS) and memory_off):
+            return list(STOCK_TOOLS)
+        bridge = s.get("mcpServers", {}).get("olp")
+        if not bridge:
+            return []
+        try:
+            tools = json.loads(Path(bridge["args"][-1]).read_text("utf-8"))["tools"]
+        except (OSError, ValueError, KeyError, IndexError):
+            return []
+        return [f"mcp__olp__{t['name']}" for t in tools]
 
     def load(self, case: str) -> tuple[list[dict[str, Any]], str, int]:
         folder = Path(os.environ.get("FAKE_QWEN_TRANSCRIPTS_DIR")

@@ -12,6 +12,9 @@ Faithful to what the real ``gemini`` CLI (``@google/gemini-cli`` 0.61.0) needs, 
   "details"}}`` (the CLI copies the message, or the whole body, into its ``result`` line);
   ``rate_limit`` carries a per-minute ``QuotaFailure`` and ``RetryInfo`` and ends its message
   ``Please retry in Ns.``; ``rate_limit_daily`` a ``...PerDay...`` quota.
+* Scenario ``weather`` (``_weather.py``): a tool-using model — ``functionCall`` parts when a
+  ``get_weather`` function is declared and no result is in the conversation, then text
+  quoting the results.
 * Anything else → 404 in Google's shape.
 
 Every request is recorded (:class:`MockGemini`; ``x-goog-api-key`` redacted, kept as a
@@ -36,6 +39,8 @@ import h11
 import trio
 from mockhttp import Exchange, RequestLog, control, serve_http, while_watching
 
+from ._weather import weather_chunks
+
 __all__ = ["DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS", "SCENARIOS", "MockGemini",
            "Scenario", "serve_mock"]
 
@@ -52,6 +57,7 @@ SCENARIOS: frozenset[str] = frozenset({
     "hang",  # read the request, never send a status line
     "conn_drop",  # two deltas, then the socket closed without the terminating chunk
     "empty",  # 200, one chunk with no parts and finishReason STOP
+    "weather",  # the weather model (_weather.py): functionCall parts, then text from results
     *ERROR_SCENARIOS,
 })
 _ROUTE = re.compile(r"^/(?P<version>[\w.]+)/models/(?P<model>[^/:]+):(?P<method>\w+)$")
@@ -68,6 +74,7 @@ class Scenario:
     count: int | None = None  # slow: number of chunks, None = forever
     retry_delay: str = "2s"  # rate_limit: RetryInfo.retryDelay and "Please retry in ..."
     times: int | None = None  # serve this scenario to the next N requests, then "success"
+    extra_args: dict[str, Any] | None = None  # weather: merged into every call's args
 
     def __post_init__(self) -> None:
         if self.name not in SCENARIOS:
@@ -81,6 +88,8 @@ class Scenario:
                 raise ValueError(f"{name} must be a finite number >= 0")
         if self.count is not None and (not isinstance(self.count, int) or self.count < 0):
             raise ValueError("count must be an integer >= 0 or null")
+        if self.extra_args is not None and not isinstance(self.extra_args, dict):
+            raise ValueError("extra_args must be an object or null")
         if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
             raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.retry_delay, str) or not re.fullmatch(r"\d+(\.\d+)?s",
@@ -278,7 +287,16 @@ class _Server:
         record["status"] = 200
         await ex.start_sse()
         name = scenario.name
-        if name == "empty":
+        weather = (weather_chunks(record["body"], scenario.extra_args) if name == "weather"
+                   else None)
+        if weather is not None:
+            *head, last = weather
+            for parts in head:
+                await trio.sleep(scenario.delay)
+                await self._send(ex, _chunk(model, parts))
+            await trio.sleep(scenario.delay)
+            await self._send(ex, _chunk(model, last, final=True))
+        elif name == "empty":
             await self._send(ex, _chunk(model, [], final=True))
         elif name == "stall":
             await self._send(ex, _chunk(model, [{"text": scenario.deltas[0]}]))
@@ -308,8 +326,14 @@ class _Server:
                      model: str) -> None:
         if scenario.name in ("stall", "slow") and scenario.count is None:
             await trio.sleep_forever()
-        text = "" if scenario.name == "empty" else "".join(scenario.deltas)
+        weather = (weather_chunks(record["body"], scenario.extra_args)
+                   if scenario.name == "weather" else None)
         record["status"] = 200
+        if weather is not None:
+            parts = [p for chunk in weather for p in chunk]
+            await ex.respond_json(200, _chunk(model, parts, final=True))
+            return
+        text = "" if scenario.name == "empty" else "".join(scenario.deltas)
         await ex.respond_json(200, _chunk(model, [{"text": text}] if text else [], final=True))
 
 

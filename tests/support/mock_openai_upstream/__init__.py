@@ -4,9 +4,12 @@ from ._server import (
     DEFAULT_DELTAS,
     PROMPT_TOKENS,
     SCENARIOS,
+    WEATHER_ANSWER_PREFIX,
+    WEATHER_TOOL_SUFFIX,
     MockOpenAI,
     Scenario,
     serve_mock,
 )
 
-__all__ = ["DEFAULT_DELTAS", "PROMPT_TOKENS", "SCENARIOS", "MockOpenAI", "Scenario", "serve_mock"]
+__all__ = ["DEFAULT_DELTAS", "PROMPT_TOKENS", "SCENARIOS", "WEATHER_ANSWER_PREFIX",
+           "WEATHER_TOOL_SUFFIX", "MockOpenAI", "Scenario", "serve_mock"]

@@ -8,12 +8,23 @@ at once, and the handle counts open connections so tests can prove nothing leake
 
 What a request gets: the next entry of the *script* (``push``), else the default scenario
 (``set_scenario``; with ``times=N`` only for the next N requests, then ``success``).
+
+``weather`` (the tool-calling tests of CLI hops): when the request offers a function whose
+name ends with ``get_weather`` and its last user message holds no result yet, the answer is a
+streamed call of it, ``{"city": ...}`` per city that message asks about ("weather in Paris and
+Tokyo" → two parallel calls, else one; default Paris), after an optional text ``preamble``;
+``tool_arguments`` replaces each call's arguments verbatim. Once a result is there (a
+``role: "tool"`` message after the last user message, or a rendered ``Tool result:`` block in
+the last user text — how a CLI hop renders the history), the answer is
+:data:`WEATHER_ANSWER_PREFIX` + the results joined by ``" | "``; without such a tool it
+answers as ``success``.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import re
 import socket
 import struct
 from collections import deque
@@ -27,6 +38,8 @@ __all__ = [
     "DEFAULT_DELTAS",
     "PROMPT_TOKENS",
     "SCENARIOS",
+    "WEATHER_ANSWER_PREFIX",
+    "WEATHER_TOOL_SUFFIX",
     "MockOpenAI",
     "Scenario",
     "serve_mock",
@@ -35,6 +48,15 @@ __all__ = [
 DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
 PROMPT_TOKENS = 21
 CREATED = 1_700_000_000
+WEATHER_TOOL_SUFFIX = "get_weather"
+WEATHER_ANSWER_PREFIX = "Weather report: "
+_DEFAULT_CITY = "Paris"
+_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
+#: a rendered tool result: "Tool result:" or "Tool result (<id>):", then the text (after an
+#: optional "[<name> returned] " tag) up to a blank line
+_RENDERED_RESULT = re.compile(
+    r"^Tool result(?: \([^)\n]*\))?[^\n]*:\n(?:\[[^\]\n]* returned\] )?(.*?)(?=\n\n|\Z)",
+    re.MULTILINE | re.DOTALL)
 
 SCENARIOS: frozenset[str] = frozenset(
     {
@@ -55,6 +77,7 @@ SCENARIOS: frozenset[str] = frozenset(
         "cut",  # `cut_after` deltas, then close mid-body (no chunked terminator)
         "stall",  # `cut_after` deltas, then silence with the connection open
         "stream_error",  # `cut_after` deltas, then an in-stream {"error": {...}} event
+        "weather",  # get_weather call(s), then the answer from the results (module docstring)
     }
 )
 
@@ -97,6 +120,8 @@ class Scenario:
     keepalive: bool = False  # a ": keepalive" comment before every chunk
     malformed: bool = False  # a garbage event after the first delta
     tool_call: tuple[str, str] | None = None  # (name, arguments): a tool call, not text
+    preamble: str = ""  # weather: text streamed before the call(s)
+    tool_arguments: str | None = None  # weather: each call's arguments text, verbatim
     finish_reason: str = "stop"
     finish: bool = True  # send the finish_reason chunk (False + done=False: a clean early EOF)
     usage: bool | None = None  # the usage chunk; None: when the request asked for it
@@ -219,17 +244,19 @@ class _Stream:
             if i == 0 and self.scenario.malformed:
                 await self.event('{"id": "chatcmpl-broken", "choices": [{"delta": {"content"')
 
-    async def tool_call(self, name: str, arguments: str) -> None:
-        await self.chunk({"tool_calls": [{"index": 0, "id": "call_mock1", "type": "function",
+    async def tool_call(self, name: str, arguments: str, index: int = 0,
+                        call_id: str = "call_mock1") -> None:
+        await self.chunk({"tool_calls": [{"index": index, "id": call_id, "type": "function",
                                           "function": {"name": name, "arguments": ""}}]})
         half = len(arguments) // 2
         for part in (arguments[:half], arguments[half:]):
             await trio.sleep(self.scenario.delay)
-            await self.chunk({"tool_calls": [{"index": 0, "function": {"arguments": part}}]})
+            await self.chunk({"tool_calls": [{"index": index,
+                                              "function": {"arguments": part}}]})
 
-    async def finish(self, completion_tokens: int) -> None:
+    async def finish(self, completion_tokens: int, finish_reason: str | None = None) -> None:
         if self.scenario.finish:
-            await self.chunk({}, self.scenario.finish_reason)
+            await self.chunk({}, finish_reason or self.scenario.finish_reason)
         if self.include_usage:
             await self.event({
                 "id": self.id, "object": "chat.completion.chunk", "created": CREATED,
@@ -330,7 +357,19 @@ class _Server:
             await out.event(_error_body("server_error", None, scenario.message))
             await ex.send(h11.EndOfMessage())
             return "completed"
-        if scenario.tool_call is not None:
+        weather = weather_answer(payload) if name == "weather" else None
+        if isinstance(weather, list):
+            if scenario.preamble:
+                await out.deltas((scenario.preamble,))
+            for i, (tool, arguments) in enumerate(weather):
+                if scenario.tool_arguments is not None:
+                    arguments = scenario.tool_arguments
+                await out.tool_call(tool, arguments, i, f"call_mock{record['n']:06d}_{i}")
+            await out.finish(completion_tokens=len(weather), finish_reason="tool_calls")
+            return "completed"
+        if isinstance(weather, str):
+            await out.deltas((weather,))
+        elif scenario.tool_call is not None:
             await out.tool_call(*scenario.tool_call)
         else:
             await out.deltas(scenario.deltas)
@@ -348,6 +387,44 @@ class _Server:
             "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": len(scenario.deltas),
                       "total_tokens": PROMPT_TOKENS + len(scenario.deltas)},
         })
+
+
+def _weather_tool(body: dict[str, Any]) -> str | None:
+    """The name of the offered function whose name ends with ``get_weather``."""
+    for tool in body.get("tools") or []:
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name.endswith(WEATHER_TOOL_SUFFIX):
+            return name
+    return None
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content
+                       if isinstance(p, dict) and isinstance(p.get("text"), str))
+    return ""
+
+
+def weather_answer(body: dict[str, Any]) -> list[tuple[str, str]] | str | None:
+    """weather: the calls to make (``[(name, JSON arguments)]``), the text that quotes the
+    results already in the request, or None when no such tool is offered."""
+    tool = _weather_tool(body)
+    if tool is None:
+        return None
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    last_user = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+    text = _text(messages[last_user].get("content")) if last_user >= 0 else ""
+    results = [_text(m.get("content")).strip() for m in messages[last_user + 1:]
+               if m.get("role") == "tool"]
+    results += [r.strip() for r in _RENDERED_RESULT.findall(text)]
+    if results:
+        return WEATHER_ANSWER_PREFIX + " | ".join(results)
+    match = _CITIES.search(text)
+    cities = [c for c in match.groups() if c] if match else [_DEFAULT_CITY]
+    return [(tool, json.dumps({"city": city})) for city in cities]
 
 
 def _error_body(etype: str, code: str | None, message: str) -> dict[str, Any]:
