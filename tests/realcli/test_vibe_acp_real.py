@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 import trio
 from mock_mistral import MockMistral, serve_mock
-from olp_harness import alive, descendants, real_cli
+from olp_harness import alive, descendants, real_cli, wait_until
 
 from olp.actors._cli_runner import CliConfig, CliRunner
 from olp.actors._process import ProcessSpawner, SpawnSpec
@@ -99,7 +99,15 @@ async def test_one_vibe_acp_answers_isolated_single_use_sessions(
             first = await answer(sessions[0], FIRST)
             second = await answer(sessions[1], SECOND)
             third = await answer(sessions[2], "/proxy-setup HTTPS_PROXY http://127.0.0.1:9")
-            await trio.sleep(0.5)  # the last _session/delete
+            # each session's _session/delete runs after its prompt is over: wait for vibe to
+            # have removed every transcript (a fixed pause was too short on a loaded machine)
+            unified = home / ".vibe" / "logs" / "session" / "unified"
+
+            def deleted() -> bool:
+                return (server.statistics().pending_calls == 0
+                        and (not unified.exists() or not any(unified.iterdir())))
+
+            assert await wait_until(deleted, within=20)
             statistics = server.statistics()
             inner.cancel_scope.cancel()
     # leaving the spawner's context ended the whole process group
@@ -130,7 +138,6 @@ async def test_one_vibe_acp_answers_isolated_single_use_sessions(
         "\u200b/proxy-setup HTTPS_PROXY http://127.0.0.1:9")
     assert not (home / ".vibe" / ".env").exists()
     # every session was deleted: no transcript left in VIBE_HOME
-    unified = home / ".vibe" / "logs" / "session" / "unified"
     assert not unified.exists() or list(unified.iterdir()) == []
 
 
