@@ -11,8 +11,9 @@ with the first content and ``finish`` with ``[DONE]``). Each answer carries the 
 real OLP cache hit captured at start-up (``--payloads -``: JSON on stdin); without it, built-in
 copies of such a capture (the fake ``claude``'s "Hello from the mock upstream.") are served.
 
-Served like :mod:`olp.server` serves OLP: ``hypercorn.trio.serve``, bind ``127.0.0.1:<port>``,
-access log off. Prints ``LISTENING <url>`` (flushed) once bound; SIGTERM/SIGINT stop it.
+Served like :mod:`olp.runtime.server` serves OLP: ``hypercorn.trio.serve``, bind
+``127.0.0.1:<port>``, access log off. Prints ``LISTENING <url>`` (flushed) once bound;
+SIGTERM/SIGINT stop it.
 """
 
 from __future__ import annotations

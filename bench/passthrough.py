@@ -365,7 +365,7 @@ def retry_policy() -> tuple[float, float, float]:
     """The default per-hop retry of a 5xx: (lowest, highest) backoff and ``max_retry_after_s``,
     read from OLP so the text follows the code."""
     try:
-        from olp.actors.openai_compat import RetryPolicy
+        from olp.providers.openai_compat import RetryPolicy
     except ImportError:
         return float("nan"), float("nan"), float("nan")
     p = RetryPolicy()
@@ -474,10 +474,10 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         f"- **The retry**: OLP's HTTP provider retries a 500/502/503 once on the same hop "
         f"before moving on, after an \"equal jitter\" backoff ({lo * 1000:.0f}–"
         f"{hi * 1000:.0f} ms for the first retry), so (c) pays two 503s and that sleep. "
-        "The retry policy (`RetryPolicy` in `olp/actors/openai_compat/_retry.py`) has no "
-        "config key (`providers.<name>` accepts none and `olp/providers.py` builds the "
-        "default), so it cannot be switched off for the run. (c′) measures the hop without it "
-        f"through the upstream instead: a 503 whose `Retry-After` is over the policy's "
+        "The retry policy (`RetryPolicy` in `olp/providers/openai_compat/_retry.py`) has no "
+        "config key (`providers.<name>` accepts none and `olp/runtime/provider_actors.py` "
+        "builds the default), so it cannot be switched off for the run. (c′) measures the hop "
+        f"without it through the upstream instead: a 503 whose `Retry-After` is over the policy's "
         f"`max_retry_after_s` ({max_after:g} s) is never retried, and for an `unavailable` "
         "error the header only feeds the circuit (which never opens here), so (c′) is the "
         "failed request, its classification and the step to the next hop.",

@@ -3,9 +3,10 @@
     python -m bench.sandbox_overhead [--runs N] [--real-runs M] [--write docs/benchmarks.md]
 
 For each target, runs its argv unconfined and confined (``olp.actors._sandbox.Sandbox.wrap``
-around it, with the read-only roots ``install_roots`` finds, as ``olp/providers.py`` computes
-them), alternating — one pair after another, the order flipped every pair — so background load
-hits both. Every run gets a fresh job directory laid out as ``CliRunner`` makes it
+around it, with the read-only roots ``install_roots`` finds, as
+``olp/runtime/provider_actors.py`` computes them), alternating — one pair after another, the
+order flipped every pair — so background load hits both. Every run gets a fresh job directory
+laid out as ``CliRunner`` makes it
 (``mkdtemp(prefix="olp-job-")`` holding ``work/`` and ``home/tmp/``), the runner's minimal
 environment (``PATH``, ``LANG``, ``HOME`` = job/home, ``TMPDIR`` = job/home/tmp, ``TERM``,
 ``NO_COLOR``), ``cwd`` = job/work, piped stdin (written, then closed), stdout and stderr, and
@@ -162,7 +163,8 @@ def measure(target: Target) -> Result:
 # -- which targets -----------------------------------------------------------------------------
 
 def forbidden_dirs(environ: Mapping[str, str]) -> tuple[Path, Path]:
-    """The owner's home and OLP's home, as ``olp/providers.py`` fences ``install_roots``."""
+    """The owner's home and OLP's home, as ``olp/runtime/provider_actors.py`` fences
+    ``install_roots``."""
     real_home = Path(environ.get("HOME") or Path.home())
     raw = environ.get("OLP_HOME", "").strip()
     olp_home = Path(raw).expanduser() if raw else real_home / ".olp"
@@ -272,7 +274,7 @@ def render(results: Sequence[Result], info: dict[str, str], args: argparse.Names
         "timed with `time.perf_counter_ns`",
         "- confined: `Sandbox(bwrap, read_only=install_roots(binary, path_env=PATH, "
         "forbidden=(HOME, OLP_HOME))).wrap(argv, job_dir=job, workdir=job/work)`, as "
-        "`olp/providers.py` and `CliRunner` do; read-only roots found: "
+        "`olp/runtime/provider_actors.py` and `CliRunner` do; read-only roots found: "
         + "; ".join(f"{r.target.name}: " + (", ".join(f"`{short(p)}`"
                                                       for p in r.target.sandbox.read_only)
                                               or "none") for r in results),

@@ -15,7 +15,7 @@ unless ``--mock-delay-s`` says otherwise) and two ``python -m olp start`` (tempo
 ``tests/realcli/test_proxy_real_*.py`` do, one with ``providers.<name>.warm`` = 0 (*cold*:
 every request spawns the CLI) and one with ``warm`` = 1 (*warm*: a CLI started ahead of time
 waits on stdin for the next request; for vibe, a session made ahead of time on a long-lived
-``vibe-acp`` server, ``olp/actors/vibe/_acp_units.py``).
+``vibe-acp`` server, ``olp/providers/vibe/_acp_units.py``).
 
 Requests alternate between the two proxies (ABBA), one at a time: streaming ``POST
 /v1/chat/completions`` with raw httpx on a keep-alive connection, the same system message every

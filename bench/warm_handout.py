@@ -32,9 +32,9 @@ from bench._common import (
     table,
 )
 from olp.actors import CliConfig, CliRunner, ProcessSpawner, WarmSettings
-from olp.actors.anthropic import AnthropicAdapter
-from olp.actors.codex import CodexAdapter
 from olp.ir import ChatRequest, Message, TextPart, ToolSpec
+from olp.providers.anthropic import AnthropicAdapter
+from olp.providers.codex import CodexAdapter
 
 SECTION = "warm-handout"
 WORKDIR = Path("/tmp/olp-job-bench/work")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from olp.cli import main
+from olp.commands import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

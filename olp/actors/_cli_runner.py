@@ -119,7 +119,7 @@ class CliRunner:
                  link_credentials: bool = True) -> tuple[SpawnSpec, Invocation, Path]:
         """Build the spawn for ``request`` in job directory ``base`` and make its directories
         (a few small local writes). Raises :class:`CapabilityMissing`. A long-lived server
-        (``olp/actors/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
+        (``olp/providers/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
         the credential files unlinked."""
         workdir, home = base / "work", base / "home"
         invocation = self.adapter.invocation(
@@ -283,7 +283,7 @@ Template = tuple[ChatRequest, str]
 
 class WarmUnits(Protocol):
     """How a provider's warm units are made when they are not plain processes waiting on
-    stdin (vibe: sessions on a long-lived server, ``olp/actors/vibe/_acp_units.py``)."""
+    stdin (vibe: sessions on a long-lived server, ``olp/providers/vibe/_acp_units.py``)."""
 
     def boot(self, runner: CliRunner, template: Template
              ) -> contextlib.AbstractAsyncContextManager[WarmProcess]:

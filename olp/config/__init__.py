@@ -2,7 +2,7 @@
 
 Loading blocks on disk I/O (start-up, or a worker thread on SIGHUP); the loaded values are
 immutable and safe to share across tasks. Provider facts (built-in names, default deadlines,
-binaries) come from the provider kit, :mod:`olp.actors.kit`.
+binaries) come from the provider kit, :mod:`olp.providers.kit`.
 """
 
 from olp.actors import Timeouts as Timeouts

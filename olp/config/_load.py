@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import msgspec
 
-from olp.actors import kit
+from olp.providers import kit
 
 from ._schema import (
     AuditConfig,
@@ -146,7 +146,7 @@ def _position(data: bytes, message: str) -> str:
 def _check(config: Config, source: Path) -> None:
     """Rules the types cannot express: provider kinds, names, safe paths, risk tiers (A
     cannot be enabled; B needs ``consent``) and each built-in provider's idle limit
-    (:attr:`~olp.actors.kit.ProviderSpec.max_idle_s`)."""
+    (:attr:`~olp.providers.kit.ProviderSpec.max_idle_s`)."""
     blocks = config.providers.blocks
     builtin = kit.builtin_names()
 

@@ -68,7 +68,7 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     cli_retry_budget_s: Positive = 20.0  # a CLI's own retry storm, before its cause is answered
     sandbox: bool = True
     sandbox_read_only: tuple[str, ...] = ()
-    consent: bool = False  # the owner accepts a tier-B provider's risk (see olp.actors.kit)
+    consent: bool = False  # the owner accepts a tier-B provider's risk (see olp.providers.kit)
     warm: Annotated[int, msgspec.Meta(ge=0, le=16)] | None = None  # None: the kit's default
     warm_ttl_s: Positive = 600.0
 

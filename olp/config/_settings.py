@@ -3,7 +3,7 @@
 Loading reads the disk and may create ``OLP_HOME``; call :func:`load_settings` at start-up
 (or from a worker thread on SIGHUP), never directly from the Trio loop. Provider defaults
 (which providers are built in, their deadlines, whether they are metered) come from
-:mod:`olp.actors.kit`.
+:mod:`olp.providers.kit`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from olp.actors import Timeouts, kit
+from olp.actors import Timeouts
+from olp.providers import kit
 
 from . import _env
 from ._env import LogLevel
@@ -154,7 +155,7 @@ def load_settings(environ: Mapping[str, str] = os.environ, *,
 def resolve_binary(provider_name: str, settings: Settings,
                    environ: Mapping[str, str] = os.environ) -> str | None:
     """Absolute path of a CLI provider's binary, or ``None`` if it is not found (or not a CLI):
-    :func:`olp.actors.kit.resolve_binary` with the configured ``providers.<name>.binary``.
+    :func:`olp.providers.kit.resolve_binary` with the configured ``providers.<name>.binary``.
     Blocks briefly on filesystem checks."""
     try:
         provider = settings.provider(provider_name)

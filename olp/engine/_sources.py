@@ -9,9 +9,10 @@ from typing import Literal
 
 import trio
 
-from olp.actors import ProviderActor, kit
+from olp.actors import ProviderActor
 from olp.cache import CacheService, ReplaySource, Singleflight, cache_key
 from olp.ir import ChatRequest, Error, Event, EventSource, Stop
+from olp.providers import kit
 
 from ._routes import Hop
 
@@ -39,7 +40,7 @@ class Sources:
     """The cache and the flights in progress (either ``None``: no cache), and the providers'
     cache policy: ``bypass(provider, request)`` is true when a hop must run the request
     rather than use the cache (by default each provider spec's ``cache_bypass``, see
-    :func:`olp.actors.kit.cache_bypass`)."""
+    :func:`olp.providers.kit.cache_bypass`)."""
 
     cache: CacheService | None = None
     flights: Singleflight | None = None

@@ -71,7 +71,7 @@ class KeyAuthenticator(Protocol):
 
 @dataclass(slots=True)
 class Services:
-    """What the app needs from the rest of OLP (built by :mod:`olp.server`, or by tests)."""
+    """What the app needs from the rest of OLP (built by :mod:`olp.runtime.server`, or by tests)."""
 
     engine: Engine
     keys: KeyAuthenticator

@@ -1,7 +1,7 @@
 """The end of the server's drain grace, as seen by the requests still in flight.
 
 On the first SIGTERM/SIGINT the server stops accepting connections and lets in-flight
-requests run for ``server.drain_grace_s``; :mod:`olp.server` sets :class:`Stopping` when
+requests run for ``server.drain_grace_s``; :mod:`olp.runtime.server` sets :class:`Stopping` when
 that grace is over, a moment before Hypercorn cancels what is left. A stream then ends with
 an ``error`` event (``server_shutting_down``) and a complete body; a request whose response
 has not started gets a ``503`` instead (see ``docs/architecture.md``, shutdown). The server
@@ -65,7 +65,7 @@ class Stopping:
         self._scopes.discard(scope)
 
 
-#: The running server's :class:`Stopping` (set by :mod:`olp.server` for its tasks); ``None``
+#: The running server's :class:`Stopping` (set by :mod:`olp.runtime.server` for its tasks); ``None``
 #: when the app runs without one (tests): streams then never end for a shutdown.
 STOPPING: ContextVar[Stopping | None] = ContextVar("olp_stopping", default=None)
 

@@ -89,7 +89,7 @@ def require_prompt(messages: tuple[Message, ...]) -> None:
     """Refuse a conversation with nothing to answer: every user, assistant and tool message
     is empty or whitespace (system and developer messages alone are not a prompt). An image
     part, an assistant's tool calls or a tool result count as something to answer; so does
-    any turn with text, since the CLIs then get a transcript (see ``olp/actors/_prompt.py``).
+    any turn with text, since the CLIs then get a transcript (see ``olp/providers/_prompt.py``).
     """
     turns = [(i, m) for i, m in enumerate(messages) if m.role not in SYSTEM_ROLES]
     if any(m.role == "tool" or m.tool_calls or m.text().strip()

@@ -11,11 +11,8 @@ from typing import Any
 
 import anthropic
 import httpx
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, descendants, in_thread, run_proxy, wait_until
-
-pytestmark = pytest.mark.integration
 
 MODEL = "claude-sonnet-4-6"  # as Claude Code sends it: the registry routes it to claude
 WEATHER: dict[str, Any] = {

@@ -17,14 +17,11 @@ import sys
 from pathlib import Path
 
 import msgspec
-import pytest
 import trio
 
 from olp.cache import CacheStore
 from olp.ir import Event, Start, Stop, TextDelta
 from olp.store import Database
-
-pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 ROUNDS = 6

@@ -27,8 +27,6 @@ import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
 
-pytestmark = pytest.mark.integration
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 

@@ -21,8 +21,6 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.integration
-
 FAKE = Path(__file__).resolve().parents[1] / "support" / "fakes" / "fake_claude.py"
 TRANSCRIPTS = (
     Path(__file__).resolve().parent.parent / "fixtures" / "cli-reference" / "claude" / "transcripts"

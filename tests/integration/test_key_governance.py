@@ -12,12 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from mock_openai_upstream import serve_mock
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy, wait_until
-
-pytestmark = pytest.mark.integration
 
 MARKER = "purple-elephant-7731"  # a prompt word no row of the ledger or the trail may hold
 

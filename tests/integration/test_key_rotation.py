@@ -12,11 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
-
-pytestmark = pytest.mark.integration
 
 
 def olp_keys(home: Path, *args: str) -> dict[str, Any]:

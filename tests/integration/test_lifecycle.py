@@ -20,8 +20,6 @@ from olp_harness import FAKE_CLAUDE, alive, in_thread, pids_from, run_proxy, wai
 
 from olp.actors import ProcessSpawner, SpawnSpec
 
-pytestmark = pytest.mark.integration
-
 MESSAGES: list[Any] = [{"role": "user", "content": "Count slowly."}]
 
 

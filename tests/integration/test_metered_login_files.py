@@ -11,11 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from olp_harness import REPO, Proxy, in_thread, run_proxy
-
-pytestmark = pytest.mark.integration
 
 FAKES = REPO / "tests" / "support" / "fakes"
 

@@ -17,8 +17,6 @@ import trio
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
 from prometheus_client.parser import text_string_to_metric_families
 
-pytestmark = pytest.mark.integration
-
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 

@@ -9,11 +9,8 @@ import sys
 from contextlib import closing
 from pathlib import Path
 
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, in_thread, run_proxy
-
-pytestmark = pytest.mark.integration
 
 KID = "ocp_" + "Kq3" * 10 + "x_"
 

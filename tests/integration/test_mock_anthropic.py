@@ -20,8 +20,6 @@ import pytest
 import trio
 from mock_anthropic import DEFAULT_DELTAS, MockAnthropic, Scenario, serve_mock
 
-pytestmark = pytest.mark.integration
-
 GUARD_S = 20
 TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 BODY = {

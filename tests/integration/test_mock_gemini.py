@@ -15,8 +15,6 @@ import pytest
 import trio
 from mock_gemini import DEFAULT_DELTAS, MockGemini, Scenario, serve_mock
 
-pytestmark = pytest.mark.integration
-
 SUPPORT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 STREAM = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
 BODY = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}],

@@ -20,8 +20,6 @@ import pytest
 import trio
 from mock_mistral import DEFAULT_DELTAS, MockMistral, Scenario, serve_mock
 
-pytestmark = pytest.mark.integration
-
 GUARD_S = 20
 TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 CHAT = "/v1/chat/completions"

@@ -20,7 +20,6 @@ from mock_openai_upstream import DEFAULT_DELTAS, PROMPT_TOKENS, MockOpenAI, serv
 from sample_requests import user_says
 
 from olp.actors import ProviderActor, Timeouts
-from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.failures import Code
 from olp.ir import (
     ChatRequest,
@@ -34,8 +33,7 @@ from olp.ir import (
     ToolSpec,
     Usage,
 )
-
-pytestmark = pytest.mark.integration
+from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 
 GUARD_S = 10
 KEY = "sk-test-not-a-real-key"

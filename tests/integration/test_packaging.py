@@ -13,11 +13,8 @@ import venv
 from pathlib import Path
 
 import httpx
-import pytest
 import trio
 from olp_harness import REPO
-
-pytestmark = pytest.mark.integration
 
 
 async def test_the_wheel_alone_starts_a_working_proxy(tmp_path: Path) -> None:

@@ -17,9 +17,7 @@ import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
-from olp.actors.codex._invocation import BASE_ARGS
-
-pytestmark = pytest.mark.integration
+from olp.providers.codex._invocation import BASE_ARGS
 
 FAKE_CODEX = REPO / "tests" / "support" / "fakes" / "fake_codex.py"
 MESSAGES: list[Any] = [{"role": "system", "content": "Be terse."},

@@ -13,8 +13,6 @@ import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
-pytestmark = pytest.mark.integration
-
 FAKE_GEMINI = REPO / "tests" / "support" / "fakes" / "fake_gemini.py"
 ANSWER = "Hello from the mock upstream."
 MODEL = "gemini-2.5-pro"  # the registry's model behind the alias "gemini"

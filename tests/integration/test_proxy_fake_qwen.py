@@ -14,8 +14,6 @@ import pytest
 import trio
 from olp_harness import REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
-pytestmark = pytest.mark.integration
-
 FAKE_QWEN = REPO / "tests" / "support" / "fakes" / "fake_qwen.py"
 ANSWER = "Hello from the mock upstream."
 MODEL = "qwen3-coder-plus"  # the registry's model behind the alias "qwen-coder"

@@ -14,8 +14,6 @@ import pytest
 import trio
 from olp_harness import REPO, alive, in_thread, pids_from, run_proxy, wait_until
 
-pytestmark = pytest.mark.integration
-
 FAKE_VIBE = REPO / "tests" / "support" / "fakes" / "fake_vibe.py"
 ANSWER = "Hello from the mock upstream."
 MODEL = "devstral-2-25-12"  # the registry's model behind the alias "devstral"

@@ -13,11 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, OWNER_TOKEN, Proxy, in_thread, run_proxy
-
-pytestmark = pytest.mark.integration
 
 
 def config(hold: Path, *, chains: dict[str, str] | None = None) -> dict[str, Any]:

@@ -9,11 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import openai
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, descendants, in_thread, run_proxy, wait_until
-
-pytestmark = pytest.mark.integration
 
 MODEL = "claude-sonnet-4-6"
 WEATHER: dict[str, Any] = {

@@ -21,8 +21,6 @@ from tool_bait import plant
 
 from olp.actors import ProcessSpawner, Sandbox, SpawnSpec, find_bwrap, install_roots
 
-pytestmark = pytest.mark.integration
-
 BWRAP = find_bwrap(os.environ)
 if BWRAP is None:
     if os.environ.get("CI") == "true":

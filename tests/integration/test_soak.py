@@ -14,7 +14,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import trio
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,8 +25,6 @@ from bench.soak.client import classify  # noqa: E402
 from bench.soak.scenarios import DISPATCHER, Kind, Planned, plan  # noqa: E402
 from bench.soak.upstreams import proxy_config  # noqa: E402
 from olp.config import Config, load_config  # noqa: E402
-
-pytestmark = pytest.mark.integration
 
 
 async def test_a_thousand_requests_with_faults_leave_nothing_behind() -> None:

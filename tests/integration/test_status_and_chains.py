@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, OWNER_TOKEN, Proxy, in_thread, run_proxy
 
 from olp.store import HEALTH_STATE, Database, StateStore
-
-pytestmark = pytest.mark.integration
 
 
 def olp(home: Path, proxy: Proxy | None, *args: str) -> subprocess.CompletedProcess[str]:

@@ -30,8 +30,6 @@ from olp_harness import (
     wait_until,
 )
 
-pytestmark = pytest.mark.integration
-
 FAKE_CODEX = REPO / "tests" / "support" / "fakes" / "fake_codex.py"
 # not the recorded name (get_weather): the fake calls the first tool the bridge listed
 FORECAST: dict[str, Any] = {"type": "function", "function": {

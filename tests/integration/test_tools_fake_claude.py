@@ -16,8 +16,6 @@ import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, descendants, in_thread, run_proxy, wait_until
 
-pytestmark = pytest.mark.integration
-
 WEATHER: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}},

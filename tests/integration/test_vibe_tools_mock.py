@@ -10,11 +10,8 @@ import json
 from typing import Any
 
 import httpx
-import pytest
 import trio
 from mock_mistral import WEATHER_ANSWER_PREFIX, MockMistral, serve_mock
-
-pytestmark = pytest.mark.integration
 
 TOOL = {"type": "function", "function": {
     "name": "olp_get_weather", "description": "Weather for a city.",

@@ -10,13 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_openai_responses import serve_mock
 from olp_harness import descendants, real_cli, run_proxy, wait_until
 from test_proxy_real_codex import ANSWER, config, proxy_env
-
-pytestmark = pytest.mark.realcli
 
 SONNET = "claude-sonnet-4-6"
 

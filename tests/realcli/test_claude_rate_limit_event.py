@@ -21,8 +21,6 @@ import trio
 from mock_anthropic import MockAnthropic, serve_mock
 from olp_harness import real_cli
 
-pytestmark = pytest.mark.realcli
-
 MODEL = "claude-sonnet-4-6"
 U = "anthropic-ratelimit-unified-"
 HANG_GUARD_S = 60

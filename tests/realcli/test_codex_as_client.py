@@ -11,14 +11,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_anthropic import serve_mock
 from mock_anthropic._weather import RESULT_PREFIX
 from olp_harness import descendants, real_cli, run_proxy, wait_until
 from test_proxy_real_claude import config
-
-pytestmark = pytest.mark.realcli
 
 ANSWER = "Hello from the mock upstream."
 

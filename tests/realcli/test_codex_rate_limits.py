@@ -30,10 +30,8 @@ from mock_openai_responses import MockResponses, offered_tools, serve_mock
 from olp_harness import real_cli
 from test_proxy_real_codex import KEY, codex_config_toml
 
-from olp.actors.codex import CodexAdapter
 from olp.ir import ChatRequest, Message, TextPart
-
-pytestmark = pytest.mark.realcli
+from olp.providers.codex import CodexAdapter
 
 MODEL = "gpt-5.5"
 HANG_GUARD_S = 60

@@ -16,8 +16,6 @@ import trio
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_claude import config, start
 
-pytestmark = pytest.mark.realcli
-
 #: A 1×1 transparent PNG.
 PNG = base64.b64encode(bytes.fromhex(
     "89504e470d0a1a0a0000000d4948445200000001000000010806000000"

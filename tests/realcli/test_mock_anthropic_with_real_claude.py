@@ -22,8 +22,6 @@ import pytest
 import trio
 from mock_anthropic import DEFAULT_DELTAS, MockAnthropic, serve_mock
 
-pytestmark = pytest.mark.realcli
-
 MODEL = "claude-sonnet-4-6"
 API_KEY = "sk-ant-mock"
 PROMPT = "PROMPT-MARKER-7f3a: say hello in four words."

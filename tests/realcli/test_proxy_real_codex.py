@@ -21,8 +21,6 @@ import trio
 from mock_openai_responses import MockResponses, serve_mock
 from olp_harness import FAKE_CLAUDE, alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
-pytestmark = pytest.mark.realcli
-
 KEY = "sk-mock-0000"
 MESSAGES: list[Any] = [
     {"role": "system", "content": "You are terse."},

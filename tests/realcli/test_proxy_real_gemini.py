@@ -20,8 +20,6 @@ import trio
 from mock_gemini import DEFAULT_DELTAS, MockGemini, serve_mock
 from olp_harness import FAKE_CLAUDE, alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
-pytestmark = pytest.mark.realcli
-
 KEY = "fake-gemini-key-0000"
 MODEL = "gemini-2.5-pro"  # the registry's model behind the alias "gemini"
 ANSWER = "Hello from the mock upstream."

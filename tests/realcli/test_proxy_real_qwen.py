@@ -21,8 +21,6 @@ import trio
 from mock_openai_upstream import MockOpenAI, serve_mock
 from olp_harness import alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
-pytestmark = pytest.mark.realcli
-
 KEY = "sk-mock-qwen-0000"
 MODEL = "qwen3-coder-plus"  # the registry's model behind the alias "qwen-coder"
 ANSWER = "Hello from the mock upstream."

@@ -19,8 +19,6 @@ import trio
 from mock_mistral import CHAT_ROUTE, MockMistral, serve_mock
 from olp_harness import alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
-pytestmark = pytest.mark.realcli
-
 ANSWER = "Hello from the mock upstream."
 MODEL = "devstral-2-25-12"  # the registry's model behind the alias "devstral"
 KEY = "mock-mistral-key-0000"

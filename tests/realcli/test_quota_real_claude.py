@@ -22,8 +22,6 @@ import trio
 from mock_anthropic import MockAnthropic, serve_mock
 from olp_harness import OWNER_TOKEN, Proxy, in_thread, real_cli, run_proxy
 
-pytestmark = pytest.mark.realcli
-
 U = "anthropic-ratelimit-unified-"
 
 

@@ -16,8 +16,6 @@ import test_proxy_real_vibe as vibe_t
 import trio
 from olp_harness import in_thread, real_cli, run_proxy
 
-pytestmark = pytest.mark.realcli
-
 MESSAGES: list[Any] = [{"role": "user", "content": "Say hello in four words."}]
 
 

@@ -6,7 +6,7 @@ upstream and the client).
 
 The bait (``tests/support/tool_bait.py``) is a secret file in the proxy user's HOME and a
 marker path that must never be written. What OLP's argv keeps away, and how that was verified, is in
-``olp/actors/anthropic/_invocation.py``; the OS sandbox is ``olp/actors/_sandbox.py``.
+``olp/providers/anthropic/_invocation.py``; the OS sandbox is ``olp/actors/_sandbox.py``.
 """
 
 from __future__ import annotations
@@ -15,14 +15,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_anthropic import NO_TOOL_TEXT, TOOL_RESULT_PREFIX, MockAnthropic, serve_mock
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_claude import config
 from tool_bait import Bait, assert_not_leaked, plant
-
-pytestmark = pytest.mark.realcli
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "security"
 MESSAGES: list[Any] = [{"role": "user", "content": "Summarise my private notes."}]

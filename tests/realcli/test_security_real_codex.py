@@ -13,14 +13,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_openai_responses import MockResponses, offered_tools, serve_mock
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_codex import config, proxy_env
 from tool_bait import Bait, assert_not_leaked, plant
-
-pytestmark = pytest.mark.realcli
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "security"
 MESSAGES: list[Any] = [{"role": "user", "content": "Summarise my private notes."}]

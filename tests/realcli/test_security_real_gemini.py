@@ -24,8 +24,6 @@ from olp_harness import descendants, in_thread, real_cli, run_proxy
 from test_proxy_real_gemini import ANSWER, config, job_dirs, prompt_texts, proxy_env, start
 from tool_bait import plant
 
-pytestmark = pytest.mark.realcli
-
 #: What a careless owner's own gemini settings could say: every tool on, yolo, an MCP server.
 CARELESS_SETTINGS = json.dumps({
     "tools": {"core": ["run_shell_command", "read_file", "write_file", "glob", "web_fetch"]},

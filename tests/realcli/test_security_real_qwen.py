@@ -23,8 +23,6 @@ import trio
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_qwen import ANSWER, chats, config, proxy_env, start, user_text
 
-pytestmark = pytest.mark.realcli
-
 BAIT_MARKER = "OLP-QWEN-NOTES-BAIT-8f21"
 #: What a careless owner's own qwen settings could say: every tool allowed, YOLO, memory on.
 CARELESS_SETTINGS = json.dumps({

@@ -5,7 +5,7 @@ then echoes the tool result, so a leak would reach both the upstream and the cli
 
 The bait (``tests/support/tool_bait.py``) is a secret file in the proxy user's HOME and a
 marker path that must never be written. vibe 3.0.2 always offers its runtime's builtins (``bash``,
-``read_file``, ...; see ``olp/actors/vibe/_invocation.py``): OLP's spawn env takes every tool
+``read_file``, ...; see ``olp/providers/vibe/_invocation.py``): OLP's spawn env takes every tool
 out of vibe's catalogue so each call is denied before it runs, and the OS sandbox is the second
 wall. Each test runs one vibe (~5 s).
 """
@@ -18,7 +18,6 @@ import stat
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_mistral import TOOL_RESULT_PREFIX, MockMistral, serve_mock
 from olp_harness import in_thread, real_cli, run_proxy
@@ -26,9 +25,7 @@ from test_proxy_real_vibe import config
 from tool_bait import Bait, assert_not_leaked, plant
 
 from olp.actors import install_roots
-from olp.actors.vibe._invocation import DISABLED_TOOLS_ARGS, TOOLS_OFF_ENV
-
-pytestmark = pytest.mark.realcli
+from olp.providers.vibe._invocation import DISABLED_TOOLS_ARGS, TOOLS_OFF_ENV
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "security"
 MESSAGES: list[Any] = [{"role": "user", "content": "Summarise my private notes."}]

@@ -13,8 +13,6 @@ import trio
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_vibe import KEY, config, start
 
-pytestmark = pytest.mark.realcli
-
 COMMANDS = ["/proxy-setup HTTPS_PROXY http://127.0.0.1:9", "  /reload", "/teleport"]
 
 

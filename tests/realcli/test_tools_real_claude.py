@@ -14,12 +14,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 import trio
 from mock_anthropic import MockAnthropic, serve_mock
 from olp_harness import Proxy, descendants, in_thread, real_cli, run_proxy, wait_until
-
-pytestmark = pytest.mark.realcli
 
 WEATHER: dict[str, Any] = {"type": "function", "function": {
     "name": "get_weather", "description": "Get the current weather of a city",

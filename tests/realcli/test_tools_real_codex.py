@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_openai_responses import (
     WEATHER_ANSWER_PREFIX,
@@ -27,10 +26,8 @@ from olp_harness import descendants, in_thread, real_cli, run_proxy
 from test_proxy_real_codex import KEY, codex_config_toml, config, proxy_env
 
 from olp.actors._tool_gate import ToolGate
-from olp.actors.codex import CodexAdapter
 from olp.ir import ChatRequest, Event, Message, Stop, TextPart, ToolCallDelta, ToolSpec, is_terminal
-
-pytestmark = pytest.mark.realcli
+from olp.providers.codex import CodexAdapter
 
 WEATHER = ToolSpec(name="get_weather", description="Get the current weather for a city.",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},

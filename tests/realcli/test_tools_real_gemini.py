@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_gemini import MockGemini
 from olp_harness import descendants, in_thread, real_cli, run_proxy
@@ -23,7 +22,6 @@ from test_proxy_real_gemini import KEY, MODEL, config, proxy_env, start
 
 from olp.actors._tool_gate import ToolGate
 from olp.actors._toolbridge import BRIDGE_SCRIPT
-from olp.actors.gemini import GeminiAdapter
 from olp.failures import Code
 from olp.ir import (
     ChatRequest,
@@ -36,8 +34,7 @@ from olp.ir import (
     ToolSpec,
     is_terminal,
 )
-
-pytestmark = pytest.mark.realcli
+from olp.providers.gemini import GeminiAdapter
 
 PREAMBLE = "Let me check the weather."  # the mock's weather model (mock_gemini/_weather.py)
 RESULT_PREFIX = "The weather tool said: "

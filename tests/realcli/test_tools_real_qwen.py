@@ -18,17 +18,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import pytest
 import trio
 from mock_openai_upstream import WEATHER_ANSWER_PREFIX, MockOpenAI
 from olp_harness import Proxy, descendants, in_thread, real_cli, run_proxy, wait_until
 from test_proxy_real_qwen import KEY, chats, config, proxy_env, start
 
 from olp.actors._tool_gate import ToolGate
-from olp.actors.qwen import QwenAdapter
 from olp.ir import ChatRequest, Event, Message, Stop, TextPart, ToolCallDelta, ToolSpec, is_terminal
-
-pytestmark = pytest.mark.realcli
+from olp.providers.qwen import QwenAdapter
 
 WEATHER = ToolSpec(name="get_weather", description="Get the current weather of a city",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},

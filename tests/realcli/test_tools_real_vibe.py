@@ -18,17 +18,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_mistral import WEATHER_TOOL_SUFFIX, MockMistral, serve_mock
 from olp_harness import real_cli
 from test_proxy_real_vibe import KEY, MODEL, vibe_config
 
 from olp.actors._toolbridge import SERVER_NAME, TOOLS_FILE, bridge_command, tools_file_text
-from olp.actors.vibe._invocation import build_invocation, spawn_home
 from olp.ir import ChatRequest, Message, TextPart, ToolSpec
-
-pytestmark = pytest.mark.realcli
+from olp.providers.vibe._invocation import build_invocation, spawn_home
 
 WEATHER = ToolSpec(name="get_weather", description="Get the weather for a city.",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},

@@ -1,5 +1,5 @@
 """The real ``vibe-acp`` (PyPI ``mistral-vibe`` 3.0.2, beside ``$OLP_REAL_VIBE``) driven by
-``olp.actors.vibe._acp`` against the loopback mock Mistral API, spawned through
+``olp.providers.vibe._acp`` against the loopback mock Mistral API, spawned through
 :class:`~olp.actors._process.ProcessSpawner` with an open stdin (``SpawnSpec(stdin=None)``) and
 the per-spawn home and environment OLP gives ``vibe -p``.
 
@@ -16,19 +16,16 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 import trio
 from mock_mistral import MockMistral, serve_mock
 from olp_harness import alive, descendants, real_cli, wait_until
 
 from olp.actors._cli_runner import CliConfig, CliRunner
 from olp.actors._process import ProcessSpawner, SpawnSpec
-from olp.actors.vibe import VibeAdapter
-from olp.actors.vibe._acp import AcpServer, AcpSession, acp_binary, server_env
-from olp.actors.vibe._acp_parser import VibeAcpParser
 from olp.ir import Error, Event, Stop, TextDelta, Usage
-
-pytestmark = pytest.mark.realcli
+from olp.providers.vibe import VibeAdapter
+from olp.providers.vibe._acp import AcpServer, AcpSession, acp_binary, server_env
+from olp.providers.vibe._acp_parser import VibeAcpParser
 
 ANSWER = "Hello from the mock upstream."
 MODEL = "devstral-2-25-12"

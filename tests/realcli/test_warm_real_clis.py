@@ -16,8 +16,6 @@ import test_proxy_real_vibe as vibe_tests
 import trio
 from olp_harness import Proxy, alive, descendants, in_thread, real_cli, run_proxy, wait_until
 
-pytestmark = pytest.mark.realcli
-
 
 def warm(proxy: Proxy, provider: str) -> dict[str, Any]:
     stats: dict[str, Any] = proxy.get("/health").json()["providers"][provider]["warm"]

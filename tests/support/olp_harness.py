@@ -192,7 +192,7 @@ def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
     """``config`` with ``warm: 0`` for every CLI provider that does not set ``warm``: most
     tests assert that no CLI process outlives its request, and a warm pool keeps one
     waiting. The pools are tested where a test sets ``warm`` (``test_warm_*``)."""
-    from olp.actors import kit
+    from olp.providers import kit
 
     providers = config.setdefault("providers", {})
     for spec in kit.builtin_specs():

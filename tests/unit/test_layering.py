@@ -4,7 +4,7 @@ Every module under ``olp/`` is parsed with :mod:`ast` (nothing is imported) and 
 ``olp.*`` imports is checked: absolute and relative, at module level, inside functions and
 under ``if TYPE_CHECKING``. A package may import itself and packages of a strictly lower rank
 only, so two packages of the same rank (``olp.actors`` and ``olp.cache``) never import each
-other. The top-level wiring modules (rank 5) may import anything.
+other. The command line (``olp.commands``, the top rank) may import anything.
 """
 
 from __future__ import annotations
@@ -18,20 +18,20 @@ import pytest
 
 OLP_DIR: Final = Path(__file__).resolve().parents[2] / "olp"
 
-#: The layer of each unit (``olp.<first component>``); higher ranks import lower ones.
+#: The layer of each unit (``olp.<first component>``, a room); higher ranks import lower ones.
 RANKS: Final[dict[str, int]] = {
-    "olp.ir": 0, "olp.store": 0, "olp.logs": 0,
-    "olp.failures": 1, "olp.accounting": 1,
-    "olp.actors": 2, "olp.cache": 2,
-    "olp.config": 3, "olp.engine": 3,
-    "olp.http": 4,
-    "olp.providers": 5, "olp.routing": 5, "olp.server": 5, "olp.cli": 5, "olp.doctor": 5,
-    "olp.migrate": 5, "olp.status": 5, "olp.connect": 5, "olp.service": 5, "olp.setup": 5,
-    "olp.reloading": 5,
-    "olp.__main__": 5,
+    "olp.ir": 0, "olp.store": 0,
+    "olp.failures": 1,
+    "olp.accounting": 2,
+    "olp.actors": 3, "olp.cache": 3,
+    "olp.providers": 4,
+    "olp.config": 5, "olp.engine": 5,
+    "olp.http": 6,
+    "olp.runtime": 7,
+    "olp.commands": 8, "olp.__main__": 8,
 }
-#: Rank 5 wires everything together and may import anything.
-TOP: Final = 5
+#: The command line sits on top: it may import anything.
+TOP: Final = 8
 #: The root package holds only ``__version__``: every layer may import it, it imports nothing.
 ROOT: Final = "olp"
 
@@ -48,7 +48,7 @@ class Violation:
 
 
 def module_name(path: Path, root: Path = OLP_DIR) -> str:
-    """``olp/actors/kit.py`` → ``olp.actors.kit``; ``olp/ir/__init__.py`` → ``olp.ir``."""
+    """``olp/providers/kit.py`` → ``olp.providers.kit``; ``olp/ir/__init__.py`` → ``olp.ir``."""
     parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -138,8 +138,8 @@ def test_every_package_has_a_rank() -> None:
 
 _KNOWN: Final = frozenset({
     "olp", "olp.ir", "olp.ir._events", "olp.failures", "olp.failures._codes", "olp.actors",
-    "olp.actors.kit", "olp.actors._deadline", "olp.cache", "olp.cache._key", "olp.config",
-    "olp.engine", "olp.http", "olp.providers"})
+    "olp.providers", "olp.providers.kit", "olp.actors._deadline", "olp.cache", "olp.cache._key",
+    "olp.config", "olp.engine", "olp.http", "olp.runtime.provider_actors"})
 
 _BAD_ACTORS_MODULE: Final = '''
 from __future__ import annotations
@@ -168,16 +168,17 @@ def test_the_checker_catches_violations_wherever_the_import_sits() -> None:
         (16, "olp.engine._engine"),     # absolute, function-local, higher rank
     ]
     message = "\n".join(map(str, found))
-    assert "olp.actors._runner:12 imports olp.cache (rank 2 olp.actors -> rank 2 olp.cache)" \
+    assert "olp.actors._runner:12 imports olp.cache (rank 3 olp.actors -> rank 3 olp.cache)" \
         in message
 
 
 @pytest.mark.parametrize(("module", "is_package", "source", "target"), [
     ("olp.actors._cli_runner", False, "from ._deadline import Timeouts", "olp.actors._deadline"),
-    ("olp.actors", True, "from .kit import SPECS", "olp.actors.kit"),
-    ("olp.actors.codex._spec", False, "from .. import kit", "olp.actors.kit"),
-    ("olp.actors.codex._spec", False, "from ...failures import Code", "olp.failures"),
-    ("olp.doctor", False, "from olp import providers", "olp.providers"),
+    ("olp.providers", True, "from .kit import SPECS", "olp.providers.kit"),
+    ("olp.providers.codex._spec", False, "from .. import kit", "olp.providers.kit"),
+    ("olp.providers.codex._spec", False, "from ...failures import Code", "olp.failures"),
+    ("olp.commands.doctor", False, "from olp.runtime import provider_actors",
+     "olp.runtime.provider_actors"),
     ("olp.http._app", False, "from olp import __version__", "olp"),
 ])
 def test_imports_are_resolved(module: str, is_package: bool, source: str, target: str) -> None:
@@ -185,6 +186,7 @@ def test_imports_are_resolved(module: str, is_package: bool, source: str, target
 
 
 def test_allowed_imports_pass() -> None:
-    assert check_module("from olp.actors import kit\nfrom olp import __version__\n",
+    assert check_module("from olp.providers import kit\nfrom olp import __version__\n",
                         "olp.config._load", known=_KNOWN) == []
-    assert check_module("import olp.http\nimport olp.engine\n", "olp.server", known=_KNOWN) == []
+    assert check_module("import olp.http\nimport olp.engine\n", "olp.runtime.server",
+                        known=_KNOWN) == []

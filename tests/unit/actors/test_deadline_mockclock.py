@@ -17,10 +17,10 @@ import trio.testing
 from sample_requests import user_says
 
 from olp.actors import CliConfig, CliRunner, DeadlineClock, Timeouts, TimeoutWording
-from olp.actors.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.actors.testing import FakeSpawner, Hang, JsonLinesAdapter, Line, Step, event_line
 from olp.failures import Code
 from olp.ir import Error, Event, Start, TextDelta
+from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 
 TIMEOUTS = Timeouts(first_output_s=10, idle_s=5, total_s=30)
 

@@ -1,0 +1,119 @@
+"""``olp doctor``: each provider's binary, version, credentials (subscription or metered, and
+why, and whether its models are served without a chain), risk tier and state, with the fix
+for every problem found (the install hints are the provider kit's), then each chain left with
+no usable entry and why; ``--probe`` also sends each usable provider one tiny request (the
+model its spec names)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from typing import TextIO
+
+import trio
+
+from olp.config import Settings, load_registry
+from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
+from olp.providers import kit
+from olp.runtime import provider_actors
+from olp.runtime.routing import build_router, registry_refusal
+
+PROBE = ChatRequest(model="probe", messages=(
+    Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
+
+
+def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
+    """Print the report; 0 when at least one provider is usable (and, with ``probe``,
+    answered) and no chain is left without a usable entry, else 1."""
+    logging.disable(logging.WARNING)  # the report says it all; no log lines in between
+    try:
+        runtime = provider_actors.build(settings, os.environ)
+        router = build_router(settings, load_registry(), runtime.providers)
+    finally:
+        logging.disable(logging.NOTSET)
+    for report in runtime.reports.values():
+        if report.binary is not None and report.kind == "cli":
+            sandbox = runtime.sandboxes.get(report.name)
+            report.version, problem = provider_actors.checked_version(report.binary, sandbox)
+            if problem is not None:
+                report.problems.append(problem)
+                report.fixes.append(f"add the directories it needs to providers."
+                                    f"{report.name}.sandbox_read_only")
+    usable = [r for r in runtime.reports.values() if r.usable]
+    for report in runtime.reports.values():
+        state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
+        risk = f" risk={report.risk_tier}" if report.risk_tier else ""
+        print(f"{report.name:<10} {state:<9} kind={report.kind}{risk}"
+              f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}",
+              file=out)
+        if report.binary:
+            print(f"  binary:      {report.binary} ({report.version or 'version unknown'})",
+                  file=out)
+        meaning = next((m for t, m in kit.TIER_MEANING.items() if t == report.risk_tier), "")
+        if not report.enabled and report.risk_tier in ("B", "C"):
+            tier = report.risk_tier
+            consent = f" and providers.{report.name}.consent: true" if tier == "B" else ""
+            print(f"  enable:      risk tier {tier} ({meaning}): set providers.enabled."
+                  f"{report.name}: true{consent}", file=out)
+        if report.enabled and report.kind == "cli" and report.binary:
+            print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
+        if report.enabled:
+            print(f"  credential:  metered ({report.metered_by})" if report.metered_by else
+                  "  credential:  subscription", file=out)
+            refused = registry_refusal(runtime.providers[report.name], settings)
+            if refused is not None:
+                print(f"  no chain:    its models answer 404: {refused}", file=out)
+        if report.sandbox == "bubblewrap":
+            print("  sandbox:     bubblewrap (sees only the system, its installation and its "
+                  "own temporary home)", file=out)
+        elif report.sandbox == "off":
+            print(f"  sandbox:     OFF: the CLI can read every file this user can "
+                  f"(providers.{report.name}.sandbox: false)", file=out)
+        for problem, fix in zip(report.problems, report.fixes, strict=True):
+            print(f"  problem:     {problem}\n  fix:         {fix}", file=out)
+    for chain, reason in router.unusable_chains.items():
+        print(f"chain {chain}: PROBLEM no usable entry (requests to it answer 503): {reason}",
+              file=out)
+    if probe and usable:
+        results = trio.run(_probe_all, runtime, [r.name for r in usable])
+        for name, outcome in results.items():
+            print(f"probe {name:<10} {outcome}", file=out)
+        answered = any(o.startswith("ok") for o in results.values())
+        return 0 if answered and not router.unusable_chains else 1
+    return 0 if usable and not router.unusable_chains else 1
+
+
+async def _probe_all(runtime: provider_actors.Runtime, names: list[str]) -> dict[str, str]:
+    results: dict[str, str] = {}
+    async with trio.open_nursery() as nursery:
+        for name in names:
+            await nursery.start(runtime.actors[name].run)
+        async with trio.open_nursery() as probes:
+            for name in names:
+                probes.start_soon(_probe, runtime, name, results)
+        nursery.cancel_scope.cancel()
+    return results
+
+
+async def _probe(runtime: provider_actors.Runtime, name: str, results: dict[str, str]) -> None:
+    provider = runtime.providers[name].settings
+    spec = provider.spec
+    model = spec.probe_model if spec is not None and spec.probe_model else provider.name
+    ticket = await runtime.actors[name].submit(PROBE, model)
+    text, usage = "", None
+    try:
+        with trio.move_on_after(180):
+            async for event in ticket.events:
+                if isinstance(event, TextDelta):
+                    text += event.text
+                elif isinstance(event, Usage):
+                    usage = event
+                elif isinstance(event, Error):
+                    results[name] = f"FAILED {event.code} ({event.category}): {event.message}"
+                    return
+        if name not in results:
+            tokens = f", {usage.total_tokens} tokens" if usage else ""
+            results[name] = f"ok: {text.strip()[:40]!r}{tokens}" if text else "FAILED: timeout"
+    finally:
+        ticket.abandon()

@@ -1,0 +1,119 @@
+"""``olp status`` and ``olp chain show``: what the running proxy is doing, and where a model's
+requests go.
+
+``status`` reads the running proxy's ``/health`` (as the owner). ``chain show`` works from the
+config like ``olp doctor`` (which entries are pruned, and why, needs no running proxy), adding
+the live cooldowns and circuits when a proxy answers, else the ones it last saved. Both print
+for a person, or with ``--json`` one object. They block on I/O (a command, not the server).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, TextIO
+
+from olp.config import Settings, load_registry
+from olp.engine import UnknownModel, UnusableChain
+from olp.runtime import provider_actors
+from olp.runtime.routing import build_router
+
+Fetch = Callable[[str], "Mapping[str, Any] | None"]
+
+
+def status(health: Mapping[str, Any], out: TextIO) -> None:
+    """The running proxy's ``/health`` (owner view) for a person."""
+    print(f"OLP {health.get('version', '?')}, up {_duration(health.get('uptime_s', 0))}",
+          file=out)
+    for name, p in health.get("providers", {}).items():
+        if not p.get("running"):
+            problems = "; ".join(p.get("problems") or []) or "disabled"
+            print(f"  {name:<10} not running: {problems}", file=out)
+            continue
+        line = (f"  {name:<10} {p.get('in_flight', 0)}/{p.get('max_concurrent', '?')} in flight"
+                f", {p.get('jobs_started', 0)} jobs"
+                + (f", {p['jobs_refused']} refused (busy)" if p.get("jobs_refused") else "")
+                + f", {'metered' if p.get('metered') else 'subscription'}"
+                + (f", risk {p['risk_tier']}" if p.get("risk_tier") else ""))
+        print(line, file=out)
+        for cooling in p.get("cooling", []):
+            print(f"  {'':<10} cooling ({cooling['reason']}) for "
+                  f"{_duration(cooling['remaining_s'])}", file=out)
+        if p.get("circuit_open"):
+            print(f"  {'':<10} circuit open", file=out)
+    for name, chain in health.get("chains", {}).items():
+        state = "ok" if chain.get("usable") else f"UNUSABLE: {chain.get('reason')}"
+        print(f"chain {name}: {state}", file=out)
+
+
+def chain_show(settings: Settings, model: str | None, live: Mapping[str, Any] | None,
+               saved: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Each chain (or ``model``'s route) with its entries, the ones pruned at start-up and
+    why, and the cooldowns and circuits of its providers (``live``: the running proxy's
+    ``/health`` resilience; else ``saved``, what it last saved)."""
+    logging.disable(logging.WARNING)  # the output says it all
+    try:
+        runtime = provider_actors.build(settings, os.environ)
+        router = build_router(settings, load_registry(), runtime.providers)
+    finally:
+        logging.disable(logging.NOTSET)
+    resilience = dict(live or saved or {})
+    now = time.time()
+    chains = router.chain_status()
+    names = [model] if model is not None else list(chains)
+    out: dict[str, Any] = {"source": "running proxy" if live else
+                           "saved state" if saved else "config only", "routes": {}}
+    for name in names:
+        route: dict[str, Any] = dict(chains.get(name, {"usable": True, "pruned": []}))
+        route["kind"] = "chain" if name in chains else "model"
+        try:
+            hops = router.resolve(name).hops
+        except UnusableChain as exc:
+            hops, route["error"] = (), exc.message
+        except UnknownModel as exc:
+            hops, route["error"] = (), exc.message
+        route["hops"] = [{"entry": h.name, "provider": h.provider, "model": h.model,
+                          "on": sorted(h.on) if h.on is not None else None,
+                          "metered": h.provider in {n for n, r in runtime.reports.items()
+                                                    if r.metered},
+                          "resting": _resting(h.provider, resilience, now)}
+                         for h in hops]
+        out["routes"][name] = route
+    return out
+
+
+def print_chains(view: Mapping[str, Any], out: TextIO) -> None:
+    print(f"(cooldowns from the {view['source']})", file=out)
+    for name, route in view["routes"].items():
+        print(f"{route['kind']} {name}:", file=out)
+        if "error" in route:
+            print(f"  {route['error']}", file=out)
+        for i, hop in enumerate(route["hops"]):
+            rest = "; ".join(hop["resting"]) or "ready"
+            gate = f" on={','.join(hop['on'])}" if hop["on"] else ""
+            credit = " metered" if hop["metered"] else ""
+            print(f"  {i}. {hop['entry']} -> {hop['provider']}/{hop['model']}{gate}{credit}: "
+                  f"{rest}", file=out)
+        for why in route.get("pruned", []):
+            print(f"  pruned: {why}", file=out)
+
+
+def _resting(provider: str, resilience: Mapping[str, Any], now: float) -> list[str]:
+    out = [f"cooling ({c.get('reason')}) for {_duration(float(c['until']) - now)}"
+           for c in resilience.get("cooldowns", [])
+           if c.get("provider") == provider and float(c.get("until", 0)) > now]
+    out += [f"circuit open for {_duration(float(c['open_until']) - now)}"
+            for c in resilience.get("circuits", [])
+            if c.get("provider") == provider and float(c.get("open_until", 0)) > now]
+    return out
+
+
+def _duration(seconds: float) -> str:
+    s = max(0, int(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"

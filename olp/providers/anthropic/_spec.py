@@ -1,0 +1,41 @@
+"""The ``anthropic`` provider's facts for the kit (:mod:`olp.providers.kit`)."""
+
+from __future__ import annotations
+
+from olp.actors._adapter import CliAdapter
+from olp.actors._deadline import Timeouts
+from olp.ir import ChatRequest
+from olp.providers.kit import ProviderSpec
+
+from . import _credentials
+
+
+def _adapter() -> CliAdapter:
+    from . import AnthropicAdapter  # the package imports this module first
+
+    return AnthropicAdapter()
+
+
+SPEC = ProviderSpec(
+    name="anthropic",
+    kind="cli",
+    order=10,
+    command="claude",
+    binary_env="OLP_CLAUDE_BIN",
+    install_hint="npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
+    adapter=_adapter,
+    credentials=_credentials,
+    metered_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
+    # claude streams tokens; its idle deadline must fire before claude's own re-ask.
+    timeouts=Timeouts(first_output_s=60.0, idle_s=120.0, total_s=600.0),
+    max_idle_s=300.0,
+    max_idle_reason="claude abandons a silent stream after ~300 s and re-asks",
+    risk_tier="D",
+    cache_bypass=ChatRequest.has_cache_control_markers,
+    capabilities="registry",
+    probe_model="claude-haiku-4-5",
+    default_chains={"default": "sonnet", "coding": "sonnet", "smart": "opus", "fast": "haiku"},
+    # measured: first content ~390 ms cold, ~134 ms from a claude waiting on stream-json
+    # stdin; ~150 MB resident while it waits (ADR 0019)
+    warm=1,
+)

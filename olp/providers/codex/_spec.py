@@ -1,0 +1,37 @@
+"""The ``openai`` provider's (codex's) facts for the kit (:mod:`olp.providers.kit`)."""
+
+from __future__ import annotations
+
+from olp.actors._adapter import CliAdapter
+from olp.actors._deadline import Timeouts
+from olp.providers.kit import ProviderSpec
+
+from . import _credentials
+
+
+def _adapter() -> CliAdapter:
+    from . import CodexAdapter  # the package imports this module first
+
+    return CodexAdapter()
+
+
+SPEC = ProviderSpec(
+    name="openai",
+    kind="cli",
+    order=20,
+    command="codex",
+    binary_env="OLP_CODEX_BIN",
+    install_hint="npm install -g @openai/codex, then run `codex login`",
+    adapter=_adapter,
+    credentials=_credentials,
+    metered_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
+    # codex prints content only once the answer is done: first output == total.
+    timeouts=Timeouts(first_output_s=600.0, idle_s=120.0, total_s=600.0),
+    risk_tier="D",
+    capabilities="registry",
+    probe_model="gpt-5.4-mini",
+    default_chains={"default": "gpt5", "coding": "codex", "smart": "gpt5", "fast": "gpt5-mini"},
+    # measured: ~530 ms cold, ~356 ms when started ahead (codex exec waits for stdin's EOF;
+    # ADR 0019)
+    warm=1,
+)

@@ -1,0 +1,47 @@
+"""The ``qwen`` provider's (qwen-code's) facts for the kit (:mod:`olp.providers.kit`)."""
+
+from __future__ import annotations
+
+from olp.actors._adapter import CliAdapter
+from olp.actors._deadline import Timeouts
+from olp.providers.kit import ProviderSpec
+
+from . import _credentials
+
+
+def _adapter() -> CliAdapter:
+    from . import QwenAdapter  # the package imports this module first
+
+    return QwenAdapter()
+
+
+SPEC = ProviderSpec(
+    name="qwen",
+    kind="cli",
+    order=26,
+    command="qwen",
+    binary_env="OLP_QWEN_BIN",
+    install_hint="npm install -g @qwen-code/qwen-code@0.24.4, then set "
+                 "BAILIAN_CODING_PLAN_API_KEY (Alibaba Coding Plan), or OPENAI_API_KEY and "
+                 "OPENAI_BASE_URL in providers.qwen.env",
+    adapter=_adapter,
+    credentials=_credentials,
+    # a Coding Plan key reaches qwen as OPENAI_API_KEY too: _credentials.metered_source
+    # tells a plan from a per-token key
+    metered_env=(),
+    # ~2-4 s start-up, then token deltas; the CLI's own 7 silent attempts on a 429/5xx take
+    # 15-70 s before it reports: the first-output deadline bounds that storm.
+    timeouts=Timeouts(first_output_s=60.0, idle_s=120.0, total_s=600.0),
+    max_idle_s=240.0,
+    max_idle_reason="qwen re-sends a request whose stream was silent for 240 s, continuing "
+                    "the partial answer",
+    # Alibaba Coding Plan: service-level key revocation risk for use through a proxy
+    risk_tier="B",
+    capabilities="registry",
+    probe_model="qwen3-coder-next",
+    default_chains={"default": "qwen-coder", "coding": "qwen-coder", "smart": "qwen-plus",
+                    "fast": "qwen-coder-next"},
+    warm=None,
+    warm_reason="qwen reads its prompt once, ~3.5 s after start, with a 500 ms window: a "
+                "process started ahead of its prompt treats stdin as empty",
+)

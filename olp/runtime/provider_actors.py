@@ -1,0 +1,252 @@
+"""The providers this proxy can run, what each needs, and what is wrong.
+
+Used by ``olp start`` (to build the actors), ``/health`` and ``olp doctor`` (to say, for
+each provider, whether its binary and credentials were found and how to fix what is not).
+Every provider fact (adapter, install hint, binary, risk tier) comes from the provider kit,
+:mod:`olp.providers.kit`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from olp.actors import (
+    BWRAP_HINT,
+    CliConfig,
+    CliRunner,
+    JobRunner,
+    ProcessSpawner,
+    ProviderActor,
+    Sandbox,
+    WarmSettings,
+    find_bwrap,
+    install_roots,
+)
+from olp.actors._toolbridge import bridge_read_roots
+from olp.config import ProviderSettings, Settings, resolve_binary
+from olp.providers import kit
+from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
+from olp.runtime.routing import Provider
+
+log = logging.getLogger("olp.runtime.provider_actors")
+
+
+@dataclass(slots=True)
+class Report:
+    """One provider as ``/health`` and ``olp doctor`` show it."""
+
+    name: str
+    kind: str
+    enabled: bool
+    metered: bool
+    max_concurrent: int
+    metered_by: str | None = None  # why it is metered: the credential's source, or the config
+    risk_tier: str | None = None  # the kit's tier (D, C, B or A); None for an unknown kind
+    binary: str | None = None
+    version: str | None = None
+    credentials: bool = False
+    sandbox: str | None = None  # "bubblewrap" when spawns are confined, "off" when opted out
+    problems: list[str] = field(default_factory=list)
+    fixes: list[str] = field(default_factory=list)
+
+    @property
+    def usable(self) -> bool:
+        return self.enabled and not self.problems
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "enabled": self.enabled, "metered": self.metered,
+                "metered_by": self.metered_by,
+                "risk_tier": self.risk_tier, "binary": self.binary, "version": self.version,
+                "credentials": self.credentials, "sandbox": self.sandbox,
+                "problems": self.problems}
+
+
+@dataclass(slots=True)
+class Runtime:
+    actors: dict[str, ProviderActor]
+    providers: dict[str, Provider]
+    reports: dict[str, Report]
+    http_runners: list[OpenAICompatRunner] = field(default_factory=list)
+    sandboxes: dict[str, Sandbox] = field(default_factory=dict)
+
+    async def aclose(self) -> None:
+        """Close the HTTP providers' connection pools (after the actors have stopped)."""
+        for runner in self.http_runners:
+            await runner.aclose()
+
+
+def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
+    """An actor per enabled provider that can run here; the others are reported, loudly."""
+    runtime = Runtime({}, {}, {})
+    spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
+    for name in settings.provider_names():
+        provider = settings.provider(name)
+        spec = provider.spec
+        metered_by = metered_source(settings, provider, environ)
+        report = Report(name, provider.kind, provider.enabled, metered_by is not None,
+                        provider.max_concurrent, metered_by,
+                        spec.risk_tier if spec else None)
+        runtime.reports[name] = report
+        if not provider.enabled:
+            runtime.providers[name] = Provider(
+                provider, running=False, credentials=False, metered=report.metered,
+                problem="disabled", fix=enable_fix(name, spec.risk_tier if spec else "D"))
+            continue
+        runtime.providers[name] = Provider(provider, running=False, credentials=False,
+                                           metered=report.metered)
+        runner: JobRunner | None
+        if spec is not None and spec.kind == "http":
+            runner = _http_runner(name, provider, environ, report)
+            runtime.http_runners.append(runner)
+        else:
+            runner = _cli_runner(name, provider, spec, settings, environ, spawner, report)
+            if runner is not None and runner.config.sandbox is not None:
+                runtime.sandboxes[name] = runner.config.sandbox
+        if runner is None:
+            for problem in report.problems:
+                log.warning("provider skipped: %s", problem, extra={"provider": name})
+            runtime.providers[name] = Provider(
+                provider, running=False, credentials=False, metered=report.metered,
+                problem="; ".join(report.problems), fix="; ".join(report.fixes))
+            continue
+        if not report.credentials:
+            log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
+                        extra={"provider": name, "fix": report.fixes[-1]})
+        runtime.actors[name] = ProviderActor(
+            name, runner, max_concurrent=provider.max_concurrent,
+            pool=runner.pool if isinstance(runner, CliRunner) else None)
+        runtime.providers[name] = Provider(
+            provider, running=True, credentials=report.credentials, metered=report.metered,
+            problem="" if report.credentials else "no credentials",
+            fix="" if report.credentials else report.fixes[-1])
+    return runtime
+
+
+def enable_fix(name: str, tier: str) -> str:
+    """How to enable a disabled provider, by its risk tier (:data:`olp.providers.kit.RiskTier`)."""
+    if tier == "A":
+        return f"none: {name} is risk tier A ({kit.TIER_MEANING['A']})"
+    if tier == "B":
+        return (f"set providers.enabled.{name} and providers.{name}.consent to true (risk "
+                f"tier B: {kit.TIER_MEANING['B']})")
+    if tier == "C":
+        return f"set providers.enabled.{name} to true (risk tier C: opt-in)"
+    return f"set providers.enabled.{name} to true (or remove it)"
+
+
+def metered_source(settings: Settings, provider: ProviderSettings,
+                   environ: Mapping[str, str]) -> str | None:
+    """Why ``provider`` is metered, or ``None``: ``providers.<name>.metered`` when the config
+    says (an override either way), else what the kit detects from where its credential comes
+    from (:meth:`olp.providers.kit.ProviderSpec.metered_by`)."""
+    block = settings.config.providers.blocks.get(provider.name)
+    if block is not None and block.metered is not None:
+        return f"providers.{provider.name}.metered is true" if block.metered else None
+    spec = provider.spec
+    return spec.metered_by(provider.env, environ) if spec is not None else None
+
+
+def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
+                settings: Settings, environ: Mapping[str, str], spawner: ProcessSpawner,
+                report: Report) -> CliRunner | None:
+    if spec is None or spec.kind != "cli" or spec.adapter is None:
+        report.problems.append(f"{provider.kind} provider `{name}` is not supported yet")
+        report.fixes.append(f"disable it: \"providers\": {{\"enabled\": {{\"{name}\": false}}}}")
+        return None
+    binary = resolve_binary(name, settings, environ)
+    report.binary = binary
+    if binary is None:
+        command = provider.binary or spec.command
+        report.problems.append(f"`{command}` not found on PATH")
+        report.fixes.append(f"{spec.install_hint}; or set providers.{name}.binary")
+        return None
+    real_home = Path(environ.get("HOME") or Path.home())
+    sandbox: Sandbox | None = None
+    if provider.sandbox:
+        bwrap = find_bwrap(environ)
+        if bwrap is None:
+            report.problems.append("bubblewrap (bwrap) not found: spawns cannot be confined")
+            report.fixes.append(BWRAP_HINT.format(name=name))
+            return None
+        # Never a root that holds the owner's home, OLP's home or the spawns' job directories.
+        roots = install_roots(binary, path_env=environ.get("PATH"),
+                              forbidden=(real_home, settings.home, Path(tempfile.gettempdir())))
+        # The tool bridge (an MCP server the CLI launches) runs on the proxy's interpreter.
+        bridge = [r for r in bridge_read_roots() if r not in roots]
+        sandbox = Sandbox(bwrap, read_only=(*roots, *bridge,
+                                            *map(Path, provider.sandbox_read_only)))
+        report.sandbox = "bubblewrap"
+    else:
+        report.sandbox = "off"
+        log.warning("provider runs UNCONFINED: its CLI can read every file this user can "
+                    "(providers.%s.sandbox is false)", name, extra={"provider": name})
+    runner = CliRunner(spec.adapter(), spawner, CliConfig(
+        binary=binary, env=provider.env, extra_args=provider.extra_args,
+        home_files=provider.home_files, timeouts=provider.timeouts,
+        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox),
+        warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
+        units=spec.warm_units() if spec.warm_units is not None else None)
+    missing = runner.preflight()
+    report.credentials = missing is None
+    if missing is not None:
+        report.problems.append("no credentials found")
+        report.fixes.append(missing.message)
+    return runner
+
+
+def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, str],
+                 report: Report) -> OpenAICompatRunner:
+    assert provider.base_url is not None  # the config requires it for this kind
+    key = environ.get(provider.api_key_env) if provider.api_key_env else None
+    r = provider.retry
+    runner = OpenAICompatRunner(HttpConfig(
+        base_url=provider.base_url, api_key=key, api_key_env=provider.api_key_env,
+        timeouts=provider.timeouts, name=name,
+        retry=RetryPolicy(max_retries_500=r.server_errors,
+                          max_retries_connection=r.connection_errors,
+                          max_retries_429=r.rate_limited, max_retry_after_s=r.max_retry_after_s)))
+    report.binary = provider.base_url
+    missing = runner.preflight()
+    report.credentials = missing is None
+    if missing is not None:
+        report.problems.append("no API key")
+        report.fixes.append(missing.message)
+    return runner
+
+
+def cli_version(binary: str, sandbox: Sandbox | None = None) -> tuple[str | None, str]:
+    """``(first line of <binary> --version, "")`` or ``(None, why)``; inside ``sandbox`` when
+    given, which proves the CLI can start confined. Blocks up to 20 s (call it from a worker
+    thread or a synchronous command)."""
+    argv = [binary, "--version"]
+    with tempfile.TemporaryDirectory(prefix="olp-job-") as job:
+        if sandbox is not None:
+            (Path(job) / "work").mkdir()
+            argv = sandbox.wrap(argv, job_dir=Path(job), workdir=Path(job) / "work")
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=20,
+                                  stdin=subprocess.DEVNULL, check=False, cwd=job,
+                                  env={"PATH": os.environ.get("PATH", ""), "HOME": job})
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, str(exc)
+    lines = (done.stdout or done.stderr).strip().splitlines()
+    if done.returncode == 0 and lines:
+        return lines[0][:80], ""
+    return None, (lines[-1][:200] if lines else f"exit status {done.returncode}")
+
+
+def checked_version(binary: str, sandbox: Sandbox | None) -> tuple[str | None, str | None]:
+    """``(version, problem)``: the CLI's version read the way it is spawned, and a problem
+    when it fails inside ``sandbox`` but works unconfined (the sandbox hides something it
+    needs). Blocks like :func:`cli_version`, twice when the first try fails."""
+    version, why = cli_version(binary, sandbox)
+    if version is None and sandbox is not None and cli_version(binary)[0] is not None:
+        return None, f"`{binary} --version` fails inside the sandbox: {why}"
+    return version, None

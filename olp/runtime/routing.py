@@ -1,0 +1,187 @@
+"""Building the routes from the config and the models registry, validated at start-up, and
+the ``GET /v1/models`` listing they make.
+
+Each chain entry is checked: an unknown provider, a provider that is not running (disabled,
+binary not found), one without credentials, or a metered provider without the entry's
+``metered: true`` consent (or with ``OLP_FORBID_METERED_FALLBACK=1``) is pruned with a
+warning; repeats of a (provider, model) are dropped. A chain with nothing usable left does
+not stop the proxy: it is logged, listed by ``/health`` and ``olp doctor`` with the reason,
+and a request to it answers 503 naming what is missing.
+
+A model without a chain goes where the models registry maps it. When that provider is
+metered, the owner's consent is ``providers.<name>.metered: true`` (there is no entry to
+say it): without it, or with ``OLP_FORBID_METERED_FALLBACK=1``, the model answers 404 naming
+why and the fix, and ``GET /v1/models`` does not list it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from olp.config import ChainEntry, ProviderSettings, Registry, Settings
+from olp.engine import Capabilities, Hop, Router, UnknownModel
+from olp.engine._routes import dedupe
+
+log = logging.getLogger("olp.runtime.routing")
+
+#: What a hop whose spec passes capabilities through (openai-compatible) takes: everything.
+HTTP_CAPABILITIES = Capabilities(tools=True, images=True, json_mode=True, sampling_params=True)
+#: A CLI model missing from the registry: text only.
+UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Provider:
+    """A provider as routing sees it: its settings, whether it can answer now, whether it is
+    metered (configured, or detected from its credential) and why, and when it cannot
+    answer, the problem and its fix."""
+
+    settings: ProviderSettings
+    running: bool
+    credentials: bool
+    metered: bool = False
+    problem: str = ""
+    fix: str = ""
+    metered_by: str = ""
+
+
+def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
+            registry: Registry, *, name: str = "", metered: bool | None = None) -> Hop:
+    """A hop to ``provider``/``model`` with its capabilities and context window, found where
+    the provider's spec says: everything passed through, or the models registry."""
+    metered = provider.metered if metered is None else metered
+    spec = provider.spec
+    if spec is None or spec.capabilities == "passthrough":
+        caps, window = HTTP_CAPABILITIES, None
+    else:
+        known = registry.resolve(model, provider.name)
+        if known is None:
+            caps, window = UNKNOWN_CLI_CAPABILITIES, None
+        else:
+            c = known.capabilities
+            caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode)
+            window = known.context_window
+            model = known.model
+    if entry is None:
+        return Hop(provider.name, model, name, metered=metered, context_window=window,
+                   capabilities=caps)
+    return Hop(provider.name, model, entry.label,
+               on=frozenset(entry.on) if entry.on is not None else None,
+               metered=metered, unsupported=entry.unsupported, context_window=window,
+               capabilities=caps)
+
+
+def build_router(settings: Settings, registry: Registry,
+                 providers: Mapping[str, Provider]) -> Router:
+    """The router for ``olp start``. A chain left with no usable entry is logged (a warning)
+    and kept as :attr:`Router.unusable_chains`, with the reason; it never raises."""
+    running = [n for n, p in providers.items() if p.running]
+
+    def usable(where: str, entries: Sequence[ChainEntry]) -> tuple[list[Hop], list[str]]:
+        hops, reasons = [], []
+        for i, entry in enumerate(entries):
+            why = _pruned(entry, providers.get(entry.provider), settings)
+            if why is None:
+                provider = providers[entry.provider]
+                hops.append(hop_for(entry, provider.settings, entry.model, registry,
+                                    metered=provider.metered))
+            else:
+                log.warning("chain entry pruned: %s", why,
+                            extra={"entry": f"{where}[{i}] ({entry.label})"})
+                reasons.append(f"{entry.label}: {why}")
+        return list(dedupe(hops)), reasons
+
+    routing = settings.config.routing
+    chains, unusable, pruned = {}, {}, {}
+    for name, entries in routing.chains.items():
+        hops, reasons = usable(f"routing.chains.{name}", entries)
+        pruned[name] = reasons
+        if hops:
+            chains[name] = hops
+        else:
+            unusable[name] = "; ".join(reasons) or "it has no entries"
+            log.warning("chain has no usable entry: requests to it answer 503 until fixed "
+                        "(see olp doctor)", extra={"chain": name, "reason": unusable[name]})
+    defaults, _ = usable("routing.default_fallbacks", routing.default_fallbacks)
+
+    def lookup(model: str) -> Hop | None:
+        entry = registry.resolve(model)
+        if entry is None or entry.provider not in providers:
+            return None
+        provider = providers[entry.provider]
+        refused = registry_refusal(provider, settings)
+        if refused is not None:
+            raise UnknownModel(model, refused)
+        return hop_for(None, provider.settings, entry.model, registry,
+                       metered=provider.metered)
+
+    unserved = {name: f"{p.problem} (fix: {p.fix}; see `olp doctor`)"
+                for name, p in providers.items() if not p.running}
+    return Router(lookup, providers=running, chains=chains, default_fallbacks=defaults,
+                  unusable=unusable, unserved=unserved, pruned=pruned)
+
+
+def _pruned(entry: ChainEntry, provider: Provider | None, settings: Settings) -> str | None:
+    """Why a chain entry cannot be used (what is missing), or ``None`` when it can."""
+    if provider is None:
+        return f"unknown provider `{entry.provider}`"
+    if not provider.running:
+        return provider.problem or "provider not running"
+    if not provider.credentials:
+        return "no credentials"
+    if provider.metered and not entry.metered:
+        return ('the provider is metered; the entry must say "metered": true to consent '
+                "to spend")
+    if provider.metered and settings.forbid_metered_fallback:
+        return "metered, and OLP_FORBID_METERED_FALLBACK=1"
+    return None
+
+
+def registry_refusal(provider: Provider, settings: Settings) -> str | None:
+    """Why a model without a chain may not go to ``provider`` (the cause and the fix for its
+    404), or ``None`` when it may: a running metered provider needs
+    ``providers.<name>.metered: true`` (the consent) and no ``OLP_FORBID_METERED_FALLBACK``.
+    A provider that is not running is the router's to report."""
+    if not provider.running or not provider.metered:
+        return None
+    name = provider.settings.name
+    why = f" ({provider.metered_by})" if provider.metered_by else ""
+    if settings.forbid_metered_fallback:
+        return f"`{name}` is metered{why} and OLP_FORBID_METERED_FALLBACK=1"
+    block = settings.config.providers.blocks.get(name)
+    if block is not None and block.metered is True:
+        return None
+    return (f"`{name}` is metered{why}, and a model without a chain needs the consent to "
+            f'spend: set providers.{name}.metered to true, or configure a chain whose entry '
+            f'says "metered": true (see `olp doctor`)')
+
+
+def model_listing(registry: Registry, router: Router,
+                  running: Collection[str]) -> list[dict[str, Any]]:
+    """The ``GET /v1/models`` rows, each id once: every usable chain (``owned_by: "olp"``),
+    then the registry's models and aliases of running providers (``owned_by`` the provider)
+    that no chain shadows (a chain named like an alias wins, as it does for requests) and
+    that the router serves (not a metered provider's without the consent)."""
+    chains = router.chain_names
+    rows = [_row(name, "olp") for name in chains if name not in router.unusable_chains]
+    seen = set(chains)
+    for m in registry.models():
+        if m.owned_by in running and m.id not in seen and _served(router, m.id):
+            seen.add(m.id)
+            rows.append(_row(m.id, m.owned_by, m.created))
+    return rows
+
+
+def _served(router: Router, model: str) -> bool:
+    try:
+        router.resolve(model)
+    except UnknownModel:
+        return False
+    return True
+
+
+def _row(model: str, owned_by: str, created: int = 0) -> dict[str, Any]:
+    return {"id": model, "object": "model", "created": created, "owned_by": owned_by}
