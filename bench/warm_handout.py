@@ -33,8 +33,7 @@ from bench._common import (
 )
 from olp.actors import CliConfig, CliRunner, ProcessSpawner, WarmSettings
 from olp.ir import ChatRequest, Message, TextPart, ToolSpec
-from olp.providers.anthropic import AnthropicAdapter
-from olp.providers.codex import CodexAdapter
+from olp.providers import anthropic, codex
 
 SECTION = "warm-handout"
 WORKDIR = Path("/tmp/olp-job-bench/work")
@@ -86,8 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     info = machine_info()
     request = coding_request()
     rows = []
-    for name, adapter, model in (("claude", AnthropicAdapter(), "claude-sonnet-4-6"),
-                                 ("codex", CodexAdapter(), "gpt-5.5")):
+    for name, adapter, model in (("claude", anthropic.ADAPTER, "claude-sonnet-4-6"),
+                                 ("codex", codex.ADAPTER, "gpt-5.5")):
         runner = CliRunner(adapter, ProcessSpawner(), CliConfig(binary=f"/usr/bin/{name}"),
                            warm=WarmSettings(size=1))
         time_handout(runner, request, model, 50)  # warm-up

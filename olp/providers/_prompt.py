@@ -1,42 +1,12 @@
 """History flattening shared by the CLI providers (the CLIs cannot replay turns in order).
 
-:func:`flatten_prompt` turns a conversation into the one prompt a CLI reads on stdin:
-
-* **One user message** (after dropping system/developer messages when ``include_system`` is
-  false) → exactly that message's text, unchanged.
-* **Anything else** → a transcript, built deterministically::
-
-      System instructions:            <- only with include_system=True and system text present
-      <system/developer texts in order, a blank line between>
-
-      The conversation so far is below. Each turn starts with a label line: "User:",
-      "Assistant:" or "Tool result:".
-
-      User:
-      <text>
-
-      Assistant:
-      <text>
-      [you called <name> with <arguments>]
-
-      Tool result:
-      [<name> returned] <text>
-
-      ---
-      Reply to the last User message above as the Assistant. Write only the reply itself,
-      with no label.
-
-  A ``name`` on a message is shown as ``User (alice):``. A tool result names the tool its
-  ``tool_call_id`` belongs to (an earlier assistant call; else the message's ``name``; else
-  ``tool call <id>``). Image parts are shown as ``[image]``; other turn text is copied
-  verbatim (it is not escaped, so a client can write text that looks like a label — harmless,
-  it only confuses its own conversation). When the last turn is a tool result the closing
-  line asks to continue using the tool results; whenever the conversation holds tool results
-  it also says they are final (the client already ran those tools), so the model answers from
-  them instead of calling the same tools again — measured to work with claude, where
-  replaying the calls as structured turns did not.
-
-No messages at all (or only system text with ``include_system`` false) → ``""``.
+:func:`flatten_prompt` turns a conversation into the one prompt a CLI reads on stdin: one user
+message is sent as its text, unchanged; anything else becomes a deterministic transcript of
+labelled turns (``User:``, ``Assistant:``, ``Tool result:``), headed by the system text when
+asked, closed by an instruction to reply as the assistant; tool results are marked final, so
+the model answers from them instead of calling the same tools again. No messages → ``""``.
+The layout, and why: ``docs/adr/0009-cli-spawns-are-models-not-agents.md``, "The prompt a CLI
+reads".
 
 :func:`system_text` joins the system/developer texts; :func:`json_instruction` is the
 "instruction at the head of the prompt" form of ``response_format`` for CLI hops.
@@ -80,7 +50,7 @@ def system_text(messages: Sequence[Message]) -> str:
 
 
 def flatten_prompt(messages: Sequence[Message], *, include_system: bool) -> str:
-    """The conversation as one prompt (format in the module docstring)."""
+    """The conversation as one prompt (layout in ADR 0009)."""
     turns = [m for m in messages if m.role not in _SYSTEM_ROLES]
     system = system_text(messages) if include_system else ""
     if not system and len(turns) == 1 and turns[0].role == "user":

@@ -28,6 +28,8 @@ from olp.actors._adapter import CliAdapter, Credentials
 from olp.actors._deadline import Timeouts
 from olp.ir import ChatRequest
 
+from ._adapter import BuildInvocation, ProviderAdapter
+
 if TYPE_CHECKING:
     from olp.actors._cli_runner import WarmUnits
 
@@ -48,9 +50,10 @@ TIER_MEANING: Final[Mapping[RiskTier, str]] = {
 #: text only), or everything passed through to the upstream.
 CapabilitySource = Literal["registry", "passthrough"]
 
-__all__ = ["TIER_MEANING", "CapabilitySource", "Credentials", "MeteredFiles", "ProviderSpec",
-           "RiskTier", "SpecKind", "builtin_names", "builtin_specs", "cache_bypass", "find",
-           "http_kinds", "never_bypass", "resolve_binary", "spec_for"]
+__all__ = ["TIER_MEANING", "BuildInvocation", "CapabilitySource", "Credentials", "MeteredFiles",
+           "ProviderAdapter", "ProviderSpec", "RiskTier", "SpecKind", "builtin_names",
+           "builtin_specs", "cache_bypass", "find", "http_kinds", "never_bypass",
+           "resolve_binary", "spec_for"]
 
 
 @runtime_checkable
@@ -82,7 +85,8 @@ class ProviderSpec:
     - ``command`` / ``binary_env``: the CLI looked up on ``PATH`` and the environment
       variable that overrides it (``providers.<name>.binary`` overrides both).
     - ``install_hint``: how to install (and log into) it, as ``olp doctor`` prints it.
-    - ``adapter``: makes the CLI's :class:`~olp.actors.CliAdapter`.
+    - ``adapter``: gives the CLI's :class:`~olp.actors.CliAdapter` (a :class:`ProviderAdapter`
+      built from the subpackage's invocation, parser and credentials).
     - ``credentials``: where its login is found (:class:`~olp.providers.kit.Credentials`).
     - ``metered_env``: variables whose presence in the CLI's environment means metered
       (per-token) spend: an API key rather than a subscription login (see

@@ -31,7 +31,7 @@ from olp_harness import real_cli
 from test_proxy_real_codex import KEY, codex_config_toml
 
 from olp.ir import ChatRequest, Message, TextPart
-from olp.providers.codex import CodexAdapter
+from olp.providers.codex import ADAPTER
 
 MODEL = "gpt-5.5"
 HANG_GUARD_S = 60
@@ -106,7 +106,7 @@ async def run_codex(tmp_path: Path, mock: MockResponses, auth: str, *,
     (home / ".codex" / "config.toml").write_text(toml)
     request = ChatRequest(model=MODEL, messages=(
         Message(role="user", content=(TextPart(text="Say hello in four words."),)),))
-    invocation = CodexAdapter().invocation(request, binary=codex, model=MODEL, workdir=workdir)
+    invocation = ADAPTER.invocation(request, binary=codex, model=MODEL, workdir=workdir)
     for name, content in invocation.files.items():
         (workdir / name).write_text(content)
     argv = [a for a in invocation.argv if ephemeral or a != "--ephemeral"]

@@ -27,7 +27,7 @@ from test_proxy_real_codex import KEY, codex_config_toml, config, proxy_env
 
 from olp.actors._tool_gate import ToolGate
 from olp.ir import ChatRequest, Event, Message, Stop, TextPart, ToolCallDelta, ToolSpec, is_terminal
-from olp.providers.codex import CodexAdapter
+from olp.providers.codex import ADAPTER
 
 WEATHER = ToolSpec(name="get_weather", description="Get the current weather for a city.",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},
@@ -56,7 +56,7 @@ async def run_codex(tmp_path: Path, mock: MockResponses, text: str) -> list[Even
     (home / ".codex" / "config.toml").write_text(codex_config_toml(mock))
     request = ChatRequest(model="gpt-5.5", tools=(WEATHER,),
                           messages=(Message(role="user", content=(TextPart(text=text),)),))
-    adapter = CodexAdapter()
+    adapter = ADAPTER
     invocation = adapter.invocation(request, binary=codex, model="gpt-5.5", workdir=workdir)
     for name, content in invocation.files.items():
         (workdir / name).write_text(content)

@@ -34,7 +34,7 @@ from olp.ir import (
     ToolSpec,
     is_terminal,
 )
-from olp.providers.gemini import GeminiAdapter
+from olp.providers.gemini import ADAPTER
 
 PREAMBLE = "Let me check the weather."  # the mock's weather model (mock_gemini/_weather.py)
 RESULT_PREFIX = "The weather tool said: "
@@ -57,7 +57,7 @@ async def run_gemini(tmp_path: Path, mock: MockGemini, text: str) -> list[Event]
     workdir.mkdir()
     request = ChatRequest(model=MODEL, tools=(WEATHER,),
                           messages=(Message(role="user", content=(TextPart(text=text),)),))
-    adapter = GeminiAdapter()
+    adapter = ADAPTER
     invocation = adapter.invocation(request, binary=gemini, model=MODEL, workdir=workdir)
     for name, content in invocation.home_files.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ async def test_a_bridge_that_cannot_start_is_tool_bridge_failed_and_sends_nothin
     workdir.mkdir()
     request = ChatRequest(model=MODEL, tools=(WEATHER,), messages=(
         Message(role="user", content=(TextPart(text="Weather in Paris?"),)),))
-    adapter = GeminiAdapter()
+    adapter = ADAPTER
     invocation = adapter.invocation(request, binary=gemini, model=MODEL, workdir=workdir)
     for name, content in invocation.home_files.items():
         (home / name).parent.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ from test_proxy_real_qwen import KEY, chats, config, proxy_env, start
 
 from olp.actors._tool_gate import ToolGate
 from olp.ir import ChatRequest, Event, Message, Stop, TextPart, ToolCallDelta, ToolSpec, is_terminal
-from olp.providers.qwen import QwenAdapter
+from olp.providers.qwen import ADAPTER
 
 WEATHER = ToolSpec(name="get_weather", description="Get the current weather of a city",
                    parameters={"type": "object", "properties": {"city": {"type": "string"}},
@@ -65,7 +65,7 @@ async def run_qwen(tmp_path: Path, mock: MockOpenAI, text: str) -> list[Event]:
     workdir.mkdir()
     request = ChatRequest(model="qwen-coder", tools=(WEATHER,),
                           messages=(Message(role="user", content=(TextPart(text=text),)),))
-    adapter = QwenAdapter()
+    adapter = ADAPTER
     invocation = adapter.invocation(request, binary=qwen, model="M", workdir=workdir)
     assert invocation.files == {}
     for rel, content in invocation.home_files.items():

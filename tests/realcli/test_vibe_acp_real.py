@@ -23,7 +23,7 @@ from olp_harness import alive, descendants, real_cli, wait_until
 from olp.actors._cli_runner import CliConfig, CliRunner
 from olp.actors._process import ProcessSpawner, SpawnSpec
 from olp.ir import Error, Event, Stop, TextDelta, Usage
-from olp.providers.vibe import VibeAdapter
+from olp.providers.vibe import ADAPTER
 from olp.providers.vibe._acp import AcpServer, AcpSession, acp_binary, server_env
 from olp.providers.vibe._acp_parser import VibeAcpParser
 
@@ -76,7 +76,7 @@ async def test_one_vibe_acp_answers_isolated_single_use_sessions(
     (home / ".vibe").mkdir()
     work.mkdir()
     (home / ".vibe" / "config.toml").write_text(vibe_config(mock))
-    runner = CliRunner(VibeAdapter(), ProcessSpawner(kill_grace=1.0),
+    runner = CliRunner(ADAPTER, ProcessSpawner(kill_grace=1.0),
                        CliConfig(binary=binary, env={"MISTRAL_API_KEY": KEY},
                                  proxy_env=dict(os.environ)))
     env = {**runner.environment(home), **server_env(MODEL, home / ".vibe")}

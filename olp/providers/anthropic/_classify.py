@@ -2,9 +2,7 @@
 
 The inputs are what claude prints on stdout when it gives up: the ``result`` line's text,
 ``api_error_status``, ``api_error_type`` and ``api_error``, and the synthetic ``assistant``
-message's ``error`` (``rate_limit``, ``authentication_failed``, ``server_error``, ...).
-The rules are the table :data:`RULES`, first match wins (see
-``tests/fixtures/cli-reference/claude/README.md`` and ``docs/adr/0004-errors-and-served-model.md``):
+message's ``error``. The rules are the table :data:`RULES`, first match wins:
 
 1. "Not logged in" → ``auth`` / ``AUTH_MISSING``.
 2. Strong billing phrases ("credit balance is too low", "insufficient credit", ...), HTTP 402
@@ -27,8 +25,8 @@ The rules are the table :data:`RULES`, first match wins (see
     phrasing → ``client_error`` / ``UPSTREAM_CLIENT_ERROR``.
 14. Anything else → ``unknown`` / ``UPSTREAM_ERROR``.
 
-The usage-window and billing phrasings are vendor prose and do not occur in the API-key
-captures; they are best-effort (an unclassified error still advances the chain).
+The phrasing and the captures behind each rule: ``tests/fixtures/cli-reference/claude/
+README.md``, "How OLP classifies failures" (and ``docs/adr/0004-errors-and-served-model.md``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error
 
 CREDENTIALS_IN_HOME: Final = ".claude/.credentials.json"
@@ -61,4 +61,4 @@ def preflight(env: Mapping[str, str], home: Path, *, platform: str | None = None
     on_darwin = (platform or sys.platform) == "darwin"
     if credentials_file(env, home).is_file() or on_darwin:
         return None
-    return Error(code=Code.AUTH_MISSING, category="auth", message=MISSING_MESSAGE)
+    return failure(Code.AUTH_MISSING, MISSING_MESSAGE)

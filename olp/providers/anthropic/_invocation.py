@@ -1,49 +1,14 @@
 """The argv, stdin and files for one ``claude -p`` spawn. No client text ever goes on argv.
 
-claude is used as a *model*, never as an agent on the host. Besides ``--tools ""`` (no
-built-in tool offered upstream), :data:`LOCKDOWN_ARGS` keeps every other source of tools,
-commands and instructions away from the spawn. Verified with claude 2.1.332 against the loopback
-mock (``tests/support/mock_anthropic``), files
-planted in the per-spawn home and in a parent directory
-of the workdir (OLP's workdir is ``/tmp/olp-job-*/work``, so ``/tmp`` — writable by every local
-user — is a parent), ``strace -f -e trace=%file`` of the run, and a managed-settings directory
-put in place in a private mount namespace:
-
-``--strict-mcp-config`` (with no ``--mcp-config``)
-    no MCP server at all. Without it claude *started* the stdio servers of a ``.mcp.json`` in a
-    parent directory and of ``mcpServers`` in ``~/.claude.json`` (their commands ran). With a
-    managed ``/etc/claude-code/managed-mcp.json`` present claude refuses to start ("You cannot
-    use --strict-mcp-config when an enterprise MCP config is present", exit 1): it fails
-    closed instead of starting the managed server.
-``--setting-sources ""``
-    no user, project or local settings: no hooks or permission rules from
-    ``~/.claude/settings.json`` or ``.claude/settings*.json``, no ``CLAUDE.md``/``CLAUDE.local.md``
-    from the home or the workdir's parents in the upstream request, no skills, commands or
-    agents from ``.claude/`` directories, no project ``.mcp.json``.
-``--disable-slash-commands``
-    no skills and no slash commands (``system/init`` lists none).
-``--safe-mode``
-    every customisation off, and the one thing the three above leave: the *managed*
-    ``/etc/claude-code/CLAUDE.md`` (sent upstream without it) and managed agents.
-
-Nothing on argv stops what claude reads from ``/etc/claude-code/managed-settings.json`` and
-``managed-settings.d/*.json``: their hooks (``SessionStart``, ``UserPromptSubmit``, ``Stop``,
-``SessionEnd``) and ``apiKeyHelper`` ran with every flag above. Nor
-``/home/claude/.claude/remote/.oauth_token``, which claude reads and prefers to the home's
-``.credentials.json``. Those paths are masked by the OS sandbox, not here. Managed
-``permissions.allow`` rules do not bring a tool back: ``--tools ""`` still offers none. A login
-from ``~/.claude/.credentials.json`` works with these flags (checked: the OAuth token reached
-the mock as the bearer credential).
-
-A request's tools reach the model through OLP's bridge (``olp/actors/_toolbridge.py``): the
-MCP config file :data:`MCP_CONFIG_FILE` in the workdir names one stdio server, ``olp``, that
-claude launches and that lists exactly the request's tools. ``--strict-mcp-config`` stays (no
-other server is loaded), ``--tools ""`` stays (no built-in tool), ``--safe-mode`` goes (it
-would switch the bridge off too; see :data:`TOOLS_LOCKDOWN_ARGS`), and ``--allowedTools``
-pre-approves each ``mcp__olp__<name>`` so claude prints the model's call instead of refusing
-it; claude then waits for the ``tools/call`` answer the bridge never gives, and the runner ends
-the spawn (measured with claude 2.1.332: the upstream request offered exactly the
-``mcp__olp__*`` tools, see ``docs/adr/0012-tool-calling-on-cli-hops.md``).
+claude is used as a *model*, never as an agent on the host: ``--tools ""`` offers no built-in
+tool upstream and :data:`LOCKDOWN_ARGS` keeps every other source of tools, commands and
+instructions (MCP servers, settings, hooks, ``CLAUDE.md``, skills, slash commands) away from
+the spawn; what no flag stops (the managed settings under ``/etc/claude-code``, a remote
+token) is masked by the OS sandbox. A request's tools reach the model only through OLP's
+bridge (:data:`MCP_CONFIG_FILE`, :data:`TOOLS_LOCKDOWN_ARGS`): claude prints the model's call
+and the runner ends the spawn. What each flag does and how it was verified:
+``tests/fixtures/cli-reference/claude/README.md``, "Invocation: why each flag"; tool calls:
+``docs/adr/0012-tool-calling-on-cli-hops.md``.
 """
 
 from __future__ import annotations
@@ -73,7 +38,7 @@ MCP_CONFIG_FILE: Final = "olp-mcp.json"
 TOOL_PREFIX: Final = f"mcp__{SERVER_NAME}__"
 DEFAULT_SYSTEM_PROMPT: Final = "You are a helpful assistant."
 # every built-in tool, MCP server, hook, settings file, skill, command and instruction file
-# other than the system prompt file kept away (see the module docstring for what each one does)
+# other than the system prompt file kept away (what each one does: the fixture README)
 LOCKDOWN_ARGS: Final = ("--tools", "", "--strict-mcp-config", "--setting-sources", "",
                         "--disable-slash-commands", "--safe-mode")
 # With offered tools: ``--safe-mode`` also turns off the servers of ``--mcp-config`` (claude

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from olp.actors._adapter import CliAdapter
+from typing import Final
+
 from olp.actors._deadline import Timeouts
 from olp.ir import ChatRequest
-from olp.providers.kit import ProviderSpec
+from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
-
-
-def _adapter() -> CliAdapter:
-    from . import AnthropicAdapter  # the package imports this module first
-
-    return AnthropicAdapter()
-
+from ._invocation import build_invocation
+from ._parser import AnthropicParser
 
 SPEC = ProviderSpec(
     name="anthropic",
@@ -23,7 +19,7 @@ SPEC = ProviderSpec(
     command="claude",
     binary_env="OLP_CLAUDE_BIN",
     install_hint="npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
-    adapter=_adapter,
+    adapter=lambda: ADAPTER,
     credentials=_credentials,
     metered_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     # claude streams tokens; its idle deadline must fire before claude's own re-ask.
@@ -39,3 +35,8 @@ SPEC = ProviderSpec(
     # stdin; ~150 MB resident while it waits (ADR 0019)
     warm=1,
 )
+
+#: claude in ``--output-format stream-json --include-partial-messages`` mode.
+ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
+    name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: AnthropicParser(),
+    credentials=_credentials)

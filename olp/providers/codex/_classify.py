@@ -1,31 +1,7 @@
 """Failure classification for codex's free-text errors (``error`` / ``turn.failed`` lines).
 
-codex 0.171.0 reports every failure as one message string, no status or type field (see
-``tests/fixtures/cli-reference/codex/README.md``). The texts below were all produced by the
-real CLI against the loopback mock (the transcripts, plus ``tests/realcli``):
-
-==========================================================  =================================
-message (abridged)                                          → category / code
-==========================================================  =================================
-``Missing environment variable: `KEY`.``                    auth / ``AUTH_MISSING``
-``You’ve hit your usage limit. ... try again at 8:01 AM.``   usage_window / ``USAGE_WINDOW``
-``Quota exceeded. Check your plan and billing details.``    billing / ``BILLING``
-``To use Codex with your ChatGPT plan, upgrade to Plus``    billing / ``BILLING``
-``unexpected status 402 Payment Required: ...``             billing / ``BILLING``
-``unexpected status 401 Unauthorized: Incorrect API key``   auth / ``UPSTREAM_AUTH``
-``exceeded retry limit, last status: 429 Too Many ...``     rate_limited / ``RATE_LIMITED``
-``Codex ran out of room in the model's context window``     context_length / ``CONTEXT_LENGTH``
-``stream disconnected before completion: idle timeout``     unavailable / ``UPSTREAM_TIMEOUT``
-``Connection failed: error sending request``                unavailable / ``CONNECTION_FAILED``
-``unexpected status 503 ...: The engine is ... overloaded`` unavailable / ``OVERLOADED``
-``We’re currently experiencing high demand`` (a 500)        unavailable / ``UPSTREAM_5XX``
-``unexpected status 403 Forbidden: ...``, ``{"error":       client_error /
-{... "invalid_request_error" ...}}``, ``The model `x` does  ``UPSTREAM_CLIENT_ERROR``
-not exist or you do not have access to it.``
-anything else                                               unknown / ``UPSTREAM_ERROR``
-==========================================================  =================================
-
-The rules are the table :data:`RULES`, first match wins, in this order:
+codex reports every failure as one message string, with no status or type field. The rules
+are the table :data:`RULES`, first match wins:
 
 1. Missing credentials ("missing environment variable", "not logged in", ...) → ``auth`` /
    ``AUTH_MISSING``.
@@ -51,8 +27,8 @@ The rules are the table :data:`RULES`, first match wins, in this order:
 12. Anything else → ``unknown`` / ``UPSTREAM_ERROR``.
 
 A reset is parsed from codex's "try again at <local time>" / "try again in <duration>"
-(:func:`parse_reset`). Phrasings not in the captures (e.g. an expired ChatGPT login) are
-best-effort: an unclassified error still advances the chain.
+(:func:`parse_reset`). The captured message behind each rule:
+``tests/fixtures/cli-reference/codex/README.md``, "How OLP classifies failures".
 """
 
 from __future__ import annotations

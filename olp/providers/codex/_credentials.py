@@ -1,27 +1,12 @@
 """Where codex's login lives, what its environment needs, and the pre-spawn check.
 
-Discovery: ``OPENAI_CODEX_AUTH_PATH`` (the auth file itself), else
-``$CODEX_HOME/auth.json``, else ``~/.codex/auth.json`` of the real user; the file counts when it
-holds a ChatGPT login (``tokens.access_token``) or an API-key login (``OPENAI_API_KEY``), as
-``codex login`` writes them. A key in the provider's configured ``env`` (``OPENAI_API_KEY``,
-``CODEX_API_KEY``) counts too — that is metered API spend, so it is never taken from the
-proxy's own environment.
-
-Metered or subscription (:func:`metered_source`): the file's ``auth_mode`` says which login
-codex uses — ``"apikey"`` (what ``codex login --with-api-key`` writes, next to
-``OPENAI_API_KEY``) is metered, ``"chatgpt"`` (and the other token modes) the subscription;
-a file without ``auth_mode`` is read as codex 0.171.0 reads it: API-key mode when it holds a
-non-empty ``OPENAI_API_KEY``, else ChatGPT.
-
-Isolation: the runner gives every spawn a fresh temporary ``HOME``; codex then uses
-``$HOME/.codex`` as its home (it creates it when missing), where the runner symlinks the auth
-file (:func:`home_links`; a token refresh writes through the link) and writes the provider's
-``home_files`` (e.g. ``.codex/config.toml``). ``CODEX_HOME`` is therefore never passed to the
-CLI from the proxy's environment: it is read here only to find the auth file (handed on as
-``OPENAI_CODEX_AUTH_PATH``, which codex ignores). It is not set to the temporary one either:
-codex 0.171.0 exits 1 ("CODEX_HOME points to ..., but that path does not exist") when it names
-a missing directory, which it would be for an API-key setup with no home files. An owner who
-sets ``CODEX_HOME`` in the provider's ``env`` gets exactly that directory, shared by all spawns.
+The login is the auth file (``OPENAI_CODEX_AUTH_PATH``, else ``$CODEX_HOME/auth.json``, else
+``~/.codex/auth.json``: a ChatGPT or an API-key login) or a key in the provider's configured
+``env`` (never the proxy's own: that is metered spend). Each spawn's fresh ``$HOME/.codex``
+gets the auth file as a symlink (a token refresh writes through it); ``CODEX_HOME`` is read
+only to find that file, never passed on. The file's ``auth_mode`` says metered or
+subscription (:func:`metered_source`). The details and why:
+``tests/fixtures/cli-reference/codex/README.md``, "Login and credentials".
 """
 
 from __future__ import annotations
@@ -31,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error
 
 AUTH_IN_HOME: Final = ".codex/auth.json"
@@ -46,7 +31,7 @@ MISSING_MESSAGE: Final = (
 def spawn_env(proxy_env: Mapping[str, str]) -> dict[str, str]:
     """``OPENAI_CODEX_AUTH_PATH`` for the credential check: the proxy's own when set, else
     ``$CODEX_HOME/auth.json`` when the proxy has ``CODEX_HOME``; nothing else (no key, no
-    ``CODEX_HOME``: see the module docstring)."""
+    ``CODEX_HOME``: see the fixture README)."""
     explicit = proxy_env.get(AUTH_PATH_VAR)
     if explicit:
         return {AUTH_PATH_VAR: explicit}
@@ -96,7 +81,7 @@ def has_login(path: Path) -> bool:
 
 
 def api_key_mode(data: Mapping[str, object]) -> bool:
-    """Whether codex logs in with the auth file's API key (see the module docstring)."""
+    """Whether codex logs in with the auth file's API key (see the fixture README)."""
     mode = data.get("auth_mode")
     if isinstance(mode, str) and mode.strip():
         return mode.strip().lower().replace("_", "").replace("-", "") == "apikey"
@@ -140,4 +125,4 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
     if path.is_file():
         message = ("the Codex auth file holds no login (no tokens.access_token or "
                    "OPENAI_API_KEY): run `codex login` again")
-    return Error(code=Code.AUTH_MISSING, category="auth", message=message)
+    return failure(Code.AUTH_MISSING, message)

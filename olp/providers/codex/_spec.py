@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from olp.actors._adapter import CliAdapter
+from typing import Final
+
 from olp.actors._deadline import Timeouts
-from olp.providers.kit import ProviderSpec
+from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
-
-
-def _adapter() -> CliAdapter:
-    from . import CodexAdapter  # the package imports this module first
-
-    return CodexAdapter()
-
+from ._invocation import build_invocation
+from ._parser import CodexParser
 
 SPEC = ProviderSpec(
     name="openai",
@@ -22,7 +18,7 @@ SPEC = ProviderSpec(
     command="codex",
     binary_env="OLP_CODEX_BIN",
     install_hint="npm install -g @openai/codex, then run `codex login`",
-    adapter=_adapter,
+    adapter=lambda: ADAPTER,
     credentials=_credentials,
     metered_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
     # codex prints content only once the answer is done: first output == total.
@@ -35,3 +31,8 @@ SPEC = ProviderSpec(
     # ADR 0019)
     warm=1,
 )
+
+#: codex in ``exec --json`` mode: whole messages, usage from ``turn.completed``.
+ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
+    name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: CodexParser(),
+    credentials=_credentials)

@@ -1,17 +1,8 @@
 """Failure classification for gemini-cli: the ``result`` line's error, its exit code, stderr.
 
-After start-up every failure ends with one ``result`` line, ``status: "error"``, whose
-``error.message`` is ``[API Error: <Google's message, or its whole JSON body>]`` (quota errors
-append ``Please wait and try again later. ...``); the exit code is the upstream's HTTP status
-modulo 256 (144 = 400, 145 = 401, 147 = 403, 173 = 429, 244 = 500, 247 = 503), 1 for the
-rest (a 404, a dropped connection), 41 auth, 42 no input / an unsupported command, 52 config,
-55 an untrusted folder (those four before any request, on stderr only). An empty model answer
-exits 0 with ``status: "error"`` and no ``error``, after an ``error`` line ``The model
-returned an empty response ...`` (``tests/fixtures/cli-reference/gemini/README.md``, "Exit
-codes and error shapes"). The status is read from the message (``"code":NNN`` in Google's
-JSON body), else from an exit code of 144-255 (+ 256).
-
-The rules are the table :data:`RULES`, first match wins:
+The status is read from the message (``"code":NNN`` in Google's JSON body), else from an exit
+code of 144-255 (the HTTP status modulo 256). The rules are the table :data:`RULES`, first
+match wins:
 
 1. Exit 41, or the CLI's auth phrasing ("must specify the GEMINI_API_KEY", "Manual
    authorization is required", "Please set an Auth method", "Invalid auth method") →
@@ -41,6 +32,10 @@ The rules are the table :data:`RULES`, first match wins:
 13. Exit 52/55 or configuration phrasing ("not running in a trusted directory", "Unknown
     arguments", "Invalid values", "Invalid policy rule") → ``auth`` / ``CONFIG_ERROR``.
 14. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (advances the chain).
+
+
+The error shapes and exit codes behind each rule:
+``tests/fixtures/cli-reference/gemini/README.md``, "How OLP classifies failures".
 """
 
 from __future__ import annotations

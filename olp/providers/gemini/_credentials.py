@@ -1,30 +1,12 @@
 """Where gemini-cli's login lives, what its environment needs, and the pre-spawn check.
 
-Two logins (``cli-reference/gemini/README.md``, "Google-account (OAuth) login"):
-
-* **An API key** (metered): ``GEMINI_API_KEY`` in the proxy's environment or the provider's
-  configured ``env``. ``GOOGLE_API_KEY`` in the proxy's environment is handed on as
-  ``GEMINI_API_KEY`` (gemini-cli 0.61.0's ``gemini-api-key`` auth reads only that name;
-  ``GOOGLE_API_KEY`` is its Vertex express mode).
-* **A Google account** (``gemini`` run once interactively): ``~/.gemini/oauth_creds.json``
-  (plus the cached account e-mail in ``~/.gemini/google_accounts.json``) of the real user, or
-  of ``$GEMINI_CLI_HOME`` when the proxy has it. Both are symlinked into the spawn's private
-  home (:func:`home_links`). The CLI writes them with ``fs.writeFile`` (``cacheCredentials``,
-  ``cacheGoogleAccount`` in the bundle's ``chunk-JDPZ4CE3.js``), which follows a symlink: a
-  token refresh is written **through** the link into the real file, never replacing the link;
-  a logout (``clearCachedCredentialFile``: ``fs.rm`` of the path) removes the link only.
-
-Which one the CLI uses: ``security.auth.selectedType`` in its ``settings.json`` when set, else
-``GOOGLE_GENAI_USE_GCA=true`` → Google account, else ``GOOGLE_GEMINI_BASE_URL`` → ``gateway``
-(refused headless: "Invalid auth method selected."), else ``GEMINI_API_KEY`` → API key
-(``validateNonInteractiveAuth``/``getAuthTypeFromEnv``, *source*). The adapter's settings set
-``selectedType`` to ``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}`` (gemini-cli resolves
-``${VAR:-default}`` in settings values from its environment), so the choice is this
-environment variable, made here from the proxy's environment (:func:`auth_type`):
-``oauth-personal`` when the proxy has no API key and a Google-account login file exists, else
-unset (the API key). An owner who puts ``GEMINI_API_KEY`` in ``providers.gemini.env`` while a
-Google-account login also exists sets ``OLP_GEMINI_AUTH_TYPE: gemini-api-key`` there too (the
-configured ``env`` is applied after :func:`spawn_env`, which cannot see it).
+Two logins: an API key (metered; ``GEMINI_API_KEY``, or the proxy's ``GOOGLE_API_KEY`` handed
+on under that name) or a Google account (``~/.gemini/oauth_creds.json`` and
+``google_accounts.json``, symlinked into the spawn's private home so a token refresh writes
+through). The CLI picks its login from ``security.auth.selectedType``, which the spawn's
+settings set to ``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}``: :func:`auth_type` chooses
+``oauth-personal`` when the proxy has no key and an account login exists. How the CLI chooses,
+and why: ``tests/fixtures/cli-reference/gemini/README.md``, "Login and credentials".
 """
 
 from __future__ import annotations
@@ -34,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error
 
 KEY_VAR: Final = "GEMINI_API_KEY"
@@ -131,15 +113,14 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
             return None
         message = (f"{AUTH_TYPE_VAR} is {OAUTH_AUTH} but ~/.gemini/oauth_creds.json holds no "
                    "Google-account login: run `gemini` and sign in again")
-        return Error(code=Code.AUTH_MISSING, category="auth", message=message)
+        return failure(Code.AUTH_MISSING, message)
     if chosen != API_KEY_AUTH:
-        return Error(code=Code.AUTH_MISSING, category="auth",
-                     message=f"{AUTH_TYPE_VAR} must be {API_KEY_AUTH} or {OAUTH_AUTH}, not "
-                             f"{chosen!r}")
+        return failure(Code.AUTH_MISSING, f"{AUTH_TYPE_VAR} must be {API_KEY_AUTH} or "
+                       f"{OAUTH_AUTH}, not {chosen!r}")
     if env.get(KEY_VAR, "").strip():
         return None
     message = MISSING_MESSAGE
     if env.get("GOOGLE_API_KEY", "").strip():
         message = ("gemini-cli reads its API key from GEMINI_API_KEY: set that in "
                    "providers.gemini.env instead of GOOGLE_API_KEY")
-    return Error(code=Code.AUTH_MISSING, category="auth", message=message)
+    return failure(Code.AUTH_MISSING, message)

@@ -1,61 +1,15 @@
 """The argv, stdin, environment and private-home files for one ``gemini -p`` run.
 
 ``gemini -p "" -o stream-json -m MODEL --skip-trust [extra_args]``, the conversation on stdin
-(written whole at spawn, then closed: the CLI reads stdin ~2 s after start with a 500 ms
-window), no client text on argv. This is the "no-tools recipe" measured against the real
-gemini-cli 0.61.0 (``tests/fixtures/cli-reference/gemini/README.md``):
-
-* ``-p ""`` makes the prompt exactly stdin; ``-o stream-json`` prints JSONL with token deltas;
-  ``-m`` is always given (without it the ``auto`` router sends the prompt to a classifier
-  model first); ``--skip-trust`` trusts the (empty) working directory *after* the settings
-  were loaded untrusted, so a ``.gemini/settings.json`` there would not be merged (the
-  ``GEMINI_CLI_TRUST_WORKSPACE`` variable would merge it).
-* :data:`SETTINGS` (``<home>/.gemini/settings.json``, in :attr:`Invocation.home_files`, so
-  written after the owner's ``home_files`` and winning over them): ``tools.core: []`` (the
-  effective switch: 0 function declarations reach the upstream), ``mcp.allowed`` naming a
-  server that does not exist (every MCP server blocked; an empty list would mean no
-  restriction), skills/hooks/agents/extensions/plan mode off, usage statistics and telemetry
-  off (no Clearcut calls, no ``lspci``/``xrandr`` probes), no directory tree or parent
-  ``GEMINI.md`` in the context, ``advanced.ignoreLocalEnv`` (no ``.env`` from the working
-  directory or its parents), and ``general.maxAttempts: 1``: the CLI's own retries of a 429
-  or 5xx (~4 min, with nothing on stdout) are handed to OLP's fallback.
-  ``security.auth.selectedType`` is ``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}``, resolved by
-  the CLI from its environment (see :mod:`._credentials`).
-* :data:`POLICY` (``<home>/.gemini/policies/olp-deny-all.toml``): a user-tier policy denying
-  every tool, an independent second layer (it alone also leaves 0 declarations).
-* The system/developer text replaces the CLI's ~18 KB agent system prompt: it is written to
-  :data:`SYSTEM_FILE` in the private home and named by ``GEMINI_SYSTEM_MD`` (the file's text;
-  an empty file gives an empty system instruction). The CLI replaces only its own
-  placeholders in it (``${AvailableTools}`` → "No tools are currently available.",
-  ``${AgentSkills}``, ``${SubAgents}``, ``${<tool>_ToolName}``: ``applySubstitutions`` in the
-  bundle), never environment variables.
-* ``GEMINI_CLI_NO_RELAUNCH=true``: one node process instead of a relaunching parent that
-  ignores SIGTERM (and ~1.1 s less start-up); SIGTERM then exits 0 without a ``result`` line,
-  which the parser never reads as success.
-
-The prompt text is interpreted by the CLI even under the recipe: a prompt whose text, once
-whitespace is trimmed, begins with ``/`` runs a CLI command (``/init`` writes ``GEMINI.md``,
-``/docs`` runs ``xdg-open``, a custom command from ``.gemini/commands`` runs) instead of
-reaching the model; :func:`guard_prompt` puts a zero-width space in front of such a text
-(JavaScript's ``trim`` keeps U+200B), so it reaches the model as text. ``@path`` inlines a
-workspace file: the working directory stays empty (nothing goes in :attr:`Invocation.files`).
-
-``response_format`` json_object/json_schema → an instruction at the head of the prompt.
-Images → :class:`CapabilityMissing` (the prompt is text on stdin).
-
-**The request's tools** (when :func:`offered_tools` is not empty) reach the model through
-OLP's MCP bridge, the one MCP server gemini may start (:func:`tools_settings`):
-``mcpServers.olp`` = :func:`bridge_command` with the tools file (:data:`TOOLS_FILE`) in the
-private home — never in the working directory, where ``@path`` could name it — and
-``mcp.allowed: ["olp"]``; ``tools.core: []`` still keeps every built-in off. The policy
-becomes :data:`TOOLS_POLICY`: ``mcpName = "olp"`` allowed at the user tier's top priority
-(headless gemini drops a tool that would need approval), everything else denied just below.
-Measured with gemini-cli 0.61.0 (``tests/fixtures/cli-reference/gemini/tools/``): the
-upstream request declares exactly ``mcp_olp_<name>`` for each tool and no built-in, even
-when the prompt asks for a shell. gemini has no "required" server setting: a bridge that
-fails to start is reported on stderr only and the model is asked without the tools (the
-parser turns that into ``TOOL_BRIDGE_FAILED``). A forced ``tool_choice`` adds
-:func:`tool_instruction` at the head of the prompt.
+(written whole at spawn, then closed), no client text on argv. gemini is a model here, never
+an agent: :data:`SETTINGS` and the deny-all :data:`POLICY` in the private home turn every
+built-in tool, MCP server, skill, hook, agent and context file off and leave retries to OLP;
+the system text replaces the CLI's agent prompt (:data:`SYSTEM_FILE`). The prompt is guarded
+against slash commands (:func:`guard_prompt`) and the working directory stays empty (``@path``
+would inline its files). ``response_format`` → an instruction at the head of the prompt;
+images → :class:`CapabilityMissing`. A request's tools reach the model only through OLP's
+bridge (:func:`tools_settings`, :data:`TOOLS_POLICY`). What each setting does and how it was
+measured: ``tests/fixtures/cli-reference/gemini/README.md``, "Invocation: why each setting".
 """
 
 from __future__ import annotations

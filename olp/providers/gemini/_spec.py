@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from olp.actors._adapter import CliAdapter
+from typing import Final
+
 from olp.actors._deadline import Timeouts
-from olp.providers.kit import ProviderSpec
+from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
-
-
-def _adapter() -> CliAdapter:
-    from . import GeminiAdapter  # the package imports this module first
-
-    return GeminiAdapter()
-
+from ._invocation import build_invocation
+from ._parser import parser_for
 
 SPEC = ProviderSpec(
     name="gemini",
@@ -23,7 +19,7 @@ SPEC = ProviderSpec(
     binary_env="OLP_GEMINI_BIN",
     install_hint="npm install -g @google/gemini-cli@0.61.0, then run `gemini` once and sign "
                  "in with Google (or set GEMINI_API_KEY in providers.gemini.env)",
-    adapter=_adapter,
+    adapter=lambda: ADAPTER,
     credentials=_credentials,
     metered_env=_credentials.KEY_VARS,
     # gemini streams token deltas after ~2 s of start-up; a thinking model may be silent for
@@ -42,3 +38,8 @@ SPEC = ProviderSpec(
     warm_reason="gemini-cli reads stdin once, ~2 s after it starts, and gives up on it after "
                 "500 ms: a process started ahead of time cannot wait for its prompt",
 )
+
+#: gemini in ``-p "" -o stream-json`` mode, prompt on stdin, settings in its private home.
+ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
+    name=SPEC.name, build_invocation=build_invocation, parser_for=parser_for,
+    credentials=_credentials)

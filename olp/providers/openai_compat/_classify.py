@@ -1,11 +1,9 @@
 """Failure classification for OpenAI-compatible upstreams: status + ``error`` body → IR Error.
 
 Inputs are the HTTP status (``None`` for an error event inside a 200 stream), the headers and
-the error object as the upstream wrote it: OpenAI's ``{"error": {"message", "type", "code",
-"param"}}``, OpenRouter's numeric ``code`` and ``metadata``, vLLM's top-level ``{"object":
-"error", "message", "type", "code"}``, a bare ``{"error": "text"}`` or a non-JSON body.
-The rules are the table :data:`RULES`, first match wins ("in-stream" is an error event
-inside a 200 stream, which has no status):
+the error object in whichever dialect the upstream wrote it. The rules are the table
+:data:`RULES`, first match wins ("in-stream" is an error event inside a 200 stream, which has
+no status):
 
 1. ``insufficient_quota``-style codes, HTTP 402, or billing phrasing on a 402/403/429 or an
    in-stream error → ``billing`` / ``BILLING`` (waiting cannot cure it; never retried).
@@ -27,12 +25,10 @@ inside a 200 stream, which has no status):
 11. 400/404/413/415/422 → ``client_error`` / ``UPSTREAM_CLIENT_ERROR`` (status kept).
 12. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (an unclassifiable error advances).
 
-``retry_after_s`` comes from, in order: ``retry-after-ms``, ``Retry-After`` (seconds or an
-HTTP date), the body's ``resets_in_seconds`` / ``resets_at`` / ``retry_after``,
-``x-ratelimit-reset-requests`` / ``-tokens`` (OpenAI durations like ``6m0s``; the larger),
-``x-ratelimit-reset`` (OpenRouter: epoch milliseconds; epoch seconds or a delta accepted),
-and last the message's "try again in 7m12s". Messages are the upstream's own, at most 300
-characters, with the API key (should an upstream echo it) masked.
+``retry_after_s`` is read from the headers, then the body, then the message; messages are
+the upstream's own, at most 300 characters, the API key masked. The dialects and the order of
+the reset sources: ``docs/adr/0008-openai-compatible-provider.md``, "Classifying an upstream's
+failure".
 """
 
 from __future__ import annotations

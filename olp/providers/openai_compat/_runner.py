@@ -35,7 +35,7 @@ import httpx
 import trio
 
 from olp.actors._deadline import DeadlineClock, TimeoutWording
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Retrying, Start, Stop, is_content
 
 from ._body import Body
@@ -80,9 +80,8 @@ class OpenAICompatRunner:
     def preflight(self) -> Error | None:
         """``AUTH_MISSING`` when a key was expected (``api_key_env``) but is not set."""
         if self.config.api_key_env and not (self.config.api_key or "").strip():
-            return Error(code=Code.AUTH_MISSING, category="auth",
-                         message=f"{self.config.name}: no API key: set the environment "
-                                 f"variable {self.config.api_key_env}")
+            return failure(Code.AUTH_MISSING, f"{self.config.name}: no API key: set the "
+                           f"environment variable {self.config.api_key_env}")
         return None
 
     async def aclose(self) -> None:
@@ -209,9 +208,9 @@ class _Job:
         try:
             request = self.runner.build_request(self.body)
         except (httpx.HTTPError, ValueError):  # e.g. a key that is not valid in a header
-            return Error(code=Code.REQUEST_FAILED, category="unknown",
-                         message=f"{self.config.name}: the request could not be built "
-                                 "(check the base URL, the API key and extra headers)")
+            return failure(Code.REQUEST_FAILED, f"{self.config.name}: the request could not "
+                           "be built (check the base URL, the API key and extra headers)",
+                           category="unknown")
         body: Body | None = None
         try:
             with trio.move_on_at(headers_deadline):
@@ -280,8 +279,7 @@ class _Job:
                 try:
                     events = decoder.feed(data) if data is not None else decoder.close()
                 except SSETooLarge as exc:
-                    return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
-                                 message=str(exc))
+                    return failure(Code.OUTPUT_TOO_LONG, str(exc))
                 for sse in events:
                     for event in reader.feed(sse):
                         await self._send(event)
@@ -330,7 +328,7 @@ class _Job:
             message = f"stream ended early: the upstream stopped mid-answer{why}"
         else:
             message = f"stream ended early: the upstream sent no answer{why}"
-        return Error(code=Code.STREAM_ENDED_EARLY, category="unavailable", message=message)
+        return failure(Code.STREAM_ENDED_EARLY, message)
 
     def _timeout(self, deadline: float, *, headers: bool = False) -> Error:
         """The error for ``deadline`` that passed; ``headers``: it was the attempt's headers
@@ -338,9 +336,8 @@ class _Job:
         clock = self.clock
         if (headers and clock.expired(deadline) is Code.FIRST_OUTPUT_TIMEOUT
                 and deadline < clock.first_output_deadline):
-            return Error(code=Code.FIRST_BYTE_TIMEOUT, category="unavailable",
-                         message=f"{self.config.name}: no response headers within "
-                                 f"{self.config.first_byte_s:g} s")
+            return failure(Code.FIRST_BYTE_TIMEOUT, f"{self.config.name}: no response "
+                           f"headers within {self.config.first_byte_s:g} s")
         return clock.timeout_error(deadline)
 
 
@@ -348,13 +345,12 @@ def _transport_error(exc: httpx.HTTPError) -> Error:
     """A failure before the response headers."""
     detail = cut(f"{type(exc).__name__}: {exc}", 200)
     if isinstance(exc, httpx.ConnectTimeout):
-        return Error(code=Code.CONNECT_TIMEOUT, category="unavailable",
-                     message=f"could not connect in time ({detail})")
+        return failure(Code.CONNECT_TIMEOUT, f"could not connect in time ({detail})")
     if isinstance(exc, (httpx.ConnectError, httpx.ReadError, httpx.WriteError,
                         httpx.RemoteProtocolError)):
-        return Error(code=Code.CONNECTION_FAILED, category="unavailable",
-                     message=f"connection failed before a response ({detail})")
+        return failure(Code.CONNECTION_FAILED,
+                       f"connection failed before a response ({detail})")
     if isinstance(exc, httpx.TimeoutException):
-        return Error(code=Code.UPSTREAM_TIMEOUT, category="unavailable", message=detail)
-    return Error(code=Code.REQUEST_FAILED, category="unknown",
-                 message=f"the request could not be sent ({detail})")
+        return failure(Code.UPSTREAM_TIMEOUT, detail)
+    return failure(Code.REQUEST_FAILED, f"the request could not be sent ({detail})",
+                   category="unknown")

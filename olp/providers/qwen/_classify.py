@@ -1,15 +1,8 @@
 """Failure classification for qwen: the ``result`` error text, stderr and the exit code.
 
-qwen reports an upstream failure as content: a text delta ``[API Error: <status> <upstream
-message>]`` (for a 429 followed by the CLI's own hint "Possible quota limitations in place or
-slow response times detected. ..."), then ``result`` ``is_error: true`` with
-``error.message`` holding the same text, exit 1. Failures before any request are a ``result``
-error (``The command "/init" is disabled ...``, the refused Qwen OAuth login) or a stderr line
-(``No input provided via stdin ...``), exit 1. A tool call under ``--max-tool-calls 0`` ends
-with stderr ``Run aborted: tool-call budget of 0 exceeded`` and exit 55, no ``result``; a
-SIGTERM of the group with ``Operation cancelled.`` and no ``result``. Exit codes (source,
-``FatalError``): 42 input, 52 config, 53 turn limit, 55 budget, 130 cancelled. The rules are
-the table :data:`RULES`, first match wins (``tests/fixtures/cli-reference/qwen/README.md``):
+The CLI's 429 hint (:data:`CLI_HINT`, it mentions "quota") is removed before the rules read
+the text, so a plain 429 is never read as billing. The rules are the table :data:`RULES`,
+first match wins:
 
 1. ``No input provided via stdin`` (an empty prompt) → ``client_error`` /
    ``UPSTREAM_CLIENT_ERROR`` (400).
@@ -39,9 +32,8 @@ the table :data:`RULES`, first match wins (``tests/fixtures/cli-reference/qwen/R
 14. "Operation cancelled.", exit 130 or a signal → ``unavailable`` / ``CLI_TERMINATED``.
 15. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (it advances the chain).
 
-The CLI's 429 hint mentions "quota"; it is removed before the rules read the text
-(:data:`CLI_HINT`), so a plain 429 is never read as billing. The billing and usage-window
-phrasings are vendor prose that does not occur in the captures; they are best-effort.
+The error shapes and exit codes behind each rule:
+``tests/fixtures/cli-reference/qwen/README.md``, "How OLP classifies failures".
 """
 
 from __future__ import annotations

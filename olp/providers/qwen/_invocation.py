@@ -1,63 +1,17 @@
-"""The argv, stdin, settings and environment for one ``qwen`` (qwen-code 0.24.4) run.
-
-No client text on argv. Measured against the real CLI and the loopback OpenAI-compatible mock
-(``tests/fixtures/cli-reference/qwen/README.md``, "The no-tools recipe"):
+"""The argv, stdin, settings and environment for one ``qwen`` (qwen-code) run.
 
 ``qwen -o stream-json --include-partial-messages --approval-mode default --max-tool-calls 0
 --exclude-tools <ALL_TOOLS> --chat-recording false -m MODEL [--allowed-mcp-server-names olp]
-[extra_args ...]``, the prompt on stdin (the runner writes it at spawn and closes stdin: qwen
-reads stdin ~3.5 s after start with a 500 ms window for the first byte, then to EOF; an open
-stdin hangs it).
-
-* **qwen is a model here, never an agent.** ``~/.qwen/settings.json`` in the spawn's private
-  home (:data:`SETTINGS`, written as a home file, never symlinked: qwen rewrites a settings
-  file that lacks ``"$version": 4``) denies and disables every built-in tool of 0.24.4
-  (:data:`ALL_TOOLS`, ``ToolNames``; there is no wildcard for built-in tools), turns the
-  managed-memory agent off (it otherwise sends the whole conversation again with
-  shell/write/edit tools), excludes every MCP server (all but OLP's bridge when the request
-  has tools, see below), disables the slash commands, skills, hooks, cron, chat recording,
-  start-up context, usage statistics, telemetry and the ripgrep probe, and turns folder trust
-  on (the workdir's ``.qwen/settings.json``, ``.env``, ``QWEN.md`` and ``AGENTS.md`` are then
-  ignored; with tools only the empty workdir is trusted, see below). ``--exclude-tools``
-  repeats the list on argv (the CLI overrides layer), and ``--max-tool-calls 0`` makes a tool
-  call the model emits anyway abort the run (exit 55) before anything runs. Under this recipe
-  every captured upstream request offered ``"tools": []``, one request per answer.
-* ``model.generationConfig.maxRetries: 0``: the openai-node retries and the CLI's outer
-  rate-limit rounds (10 rounds from 60 s to 300 s, ~50 min for a 429) are off. The CLI's own
-  7 attempts (``retryWithBackoff``, not configurable, silent on stdout) remain;
-  ``QWEN_CODE_UNATTENDED_RETRY=false`` in the env keeps its hours-long "unattended" retries off
-  whatever the provider's ``env`` says.
-* **System text** goes to a file in the private home, named by ``QWEN_SYSTEM_MD``
-  (:data:`SYSTEM_FILE`); it replaces qwen's built-in ~16 KB agent prompt. With no system text
-  in the request the file holds :data:`DEFAULT_SYSTEM`, so the agent prompt (which describes
-  tools to the model) is never sent.
-* **The prompt** is the conversation (:func:`flatten_prompt` without the system text), with
-  ``response_format`` json as an instruction at its head (:func:`json_instruction`). qwen runs a
-  prompt that starts with ``/`` as a slash command: besides ``slashCommands.disabled``,
-  :func:`guard_prompt` puts a zero-width space in front of such a prompt, so it always reaches
-  the model as text. ``@path`` is expanded from the working directory, which stays empty (no
-  ``files``: everything OLP writes is in the home).
-* **Images** → :class:`CapabilityMissing` (the prompt is text on stdin).
-* **The request's tools** (when :func:`offered_tools` is not empty) reach the model through
-  OLP's MCP bridge (``olp/actors/_toolbridge.py``), measured in
-  ``tests/fixtures/cli-reference/qwen/tools/``: the tools file goes into the private home
-  (:data:`BRIDGE_DIR`, never the workdir) and :func:`tools_settings` replaces the MCP part of
-  the settings with ``mcp.allowed: ["olp"]`` and ``mcpServers.olp`` (the proxy's
-  interpreter and paths only); ``--allowed-mcp-server-names olp`` on argv bounds the
-  allow-list for the whole run. qwen starts MCP servers only in a *trusted* folder, so
-  ``~/.qwen/trustedFolders.json`` (:func:`trusted_folders_text`) trusts exactly the workdir
-  (which OLP keeps empty) and distrusts ``/``: a ``.env`` in a parent directory stays
-  ignored (the deepest rule wins). A trusted folder also reads ``QWEN.md``/``AGENTS.md``
-  upward to the nearest ``.git``'s parent (measured: a ``.git`` and ``QWEN.md`` planted in an
-  ancestor reached the model), so ``context.fileName`` names one random file per spawn
-  (:func:`context_file_name`) that no one can have planted. Every built-in tool stays denied
-  and disabled; the upstream request offers exactly ``mcp__olp__<name>`` per tool.
-  ``--max-tool-calls 0`` stays: qwen prints the model's whole message (each ``tool_use``
-  block streamed, then the ``assistant`` event with all of them and ``stop_reason:
-  "tool_use"``) *before* it counts the calls and aborts (exit 55), so no ``tools/call``
-  reaches the bridge and no second request is made (without it qwen declines the call —
-  "non-interactive mode cannot prompt" — and asks the model again). A forced
-  ``tool_choice`` adds :func:`tool_instruction` at the head of the prompt.
+[extra_args ...]``, the prompt on stdin (written at spawn, then closed); no client text on
+argv. qwen is a model here, never an agent: :data:`SETTINGS` in the private home denies and
+disables every built-in tool, MCP server, command, skill and context file, ``--max-tool-calls
+0`` aborts a call the model makes anyway, and the CLI's long retries are off. The system text
+replaces the agent prompt (:data:`SYSTEM_FILE`); the prompt is guarded against slash commands
+and the working directory stays empty. Images → :class:`CapabilityMissing`. A request's tools
+reach the model only through OLP's bridge, in a workdir trusted for that spawn alone
+(:func:`tools_settings`, :func:`trusted_folders_text`). What each flag and setting does and
+how it was measured: ``tests/fixtures/cli-reference/qwen/README.md``, "Invocation: why each
+flag and setting".
 """
 
 from __future__ import annotations
@@ -118,7 +72,7 @@ SYSTEM_FILE: Final = "olp/system.md"
 DEFAULT_SYSTEM: Final = "You are a helpful assistant."
 #: A zero-width space: not whitespace to ``str.split``, and not a ``/`` either.
 COMMAND_GUARD: Final = "\u200b"
-#: The per-spawn ``~/.qwen/settings.json`` (see the module docstring).
+#: The per-spawn ``~/.qwen/settings.json`` (each setting and why: the fixture README).
 SETTINGS: Final[dict[str, Any]] = {
     "$version": 4,
     "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": True}},
@@ -158,7 +112,7 @@ BASE_ARGS: Final = ("-o", "stream-json", "--include-partial-messages",
 
 def tools_settings(command: str, args: Sequence[str], context_file: str) -> dict[str, Any]:
     """:data:`SETTINGS` for a spawn with OLP's bridge: the one MCP server ``olp`` allowed and
-    configured, ``context.fileName`` set to ``context_file`` (see the module docstring);
+    configured, ``context.fileName`` set to ``context_file`` (the fixture README says why);
     every built-in tool still denied and disabled."""
     settings = copy.deepcopy(SETTINGS)
     settings["mcp"] = {"allowed": [SERVER_NAME]}

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from olp.actors._adapter import CliAdapter
+from typing import Final
+
 from olp.actors._deadline import Timeouts
-from olp.providers.kit import ProviderSpec
+from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
-
-
-def _adapter() -> CliAdapter:
-    from . import QwenAdapter  # the package imports this module first
-
-    return QwenAdapter()
-
+from ._invocation import build_invocation
+from ._parser import QwenParser
 
 SPEC = ProviderSpec(
     name="qwen",
@@ -24,7 +20,7 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @qwen-code/qwen-code@0.24.4, then set "
                  "BAILIAN_CODING_PLAN_API_KEY (Alibaba Coding Plan), or OPENAI_API_KEY and "
                  "OPENAI_BASE_URL in providers.qwen.env",
-    adapter=_adapter,
+    adapter=lambda: ADAPTER,
     credentials=_credentials,
     # a Coding Plan key reaches qwen as OPENAI_API_KEY too: _credentials.metered_source
     # tells a plan from a per-token key
@@ -45,3 +41,8 @@ SPEC = ProviderSpec(
     warm_reason="qwen reads its prompt once, ~3.5 s after start, with a 500 ms window: a "
                 "process started ahead of its prompt treats stdin as empty",
 )
+
+#: qwen in ``-o stream-json --include-partial-messages`` mode, prompt on stdin.
+ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
+    name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: QwenParser(),
+    credentials=_credentials)

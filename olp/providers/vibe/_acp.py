@@ -1,48 +1,20 @@
 """vibe's ACP server (``vibe-acp``) as a long-lived *model*: one process, single-use sessions.
 
-``vibe -p`` costs ~5 s per request, most of it start-up. ``vibe-acp`` (same package) speaks
-ACP, JSON-RPC 2.0 in newline-delimited JSON over stdio; one process answers many sessions.
-:class:`AcpServer` drives one such process (already spawned by the caller, stdin an open pipe:
-``SpawnSpec(stdin=None)``) and :class:`AcpSession` is one request's conversation, read by the
-runner exactly like a :class:`~olp.actors._process.CliProcess`. Measured against the loopback
-mock (``tests/fixtures/cli-reference/vibe/acp/README.md``, medians): ``initialize`` ~5 s once
-per process, ``session/new`` 0.4-1.8 s, and a session made ahead of time shows its first text
-~0.5 s after ``session/prompt``.
+:class:`AcpServer` drives one ``vibe-acp`` process, spawned by the caller with an open stdin
+(``SpawnSpec(stdin=None)``): JSON-RPC 2.0 in newline-delimited JSON over stdio,
+``initialize`` once, then a ``session/new`` per request. :class:`AcpSession` is that
+request's conversation, read by the runner exactly like a
+:class:`~olp.actors._process.CliProcess`. The rules OLP keeps:
 
-The protocol as vibe 3.0.2 speaks it (captured in ``tests/fixtures/cli-reference/vibe/acp``):
+* the client offers no file system, terminal or elicitation, and denies every client-bound
+  request (a permission with the ``cancelled`` outcome, anything else ``-32601``);
+* a session takes one prompt and is deleted in vibe (``_session/delete``, which also removes
+  its stored transcript) once it is over; notifications after its result are dropped;
+* a killed session gets ``session/cancel`` and ends as killed after :data:`CANCEL_GRACE_S`;
+* prompt text is never logged (method names, session ids and error codes are).
 
-* ``initialize`` → ``{"protocolVersion": 1, "agentCapabilities": {...}}``. The client offers
-  no file system, no terminal and no elicitation, so vibe never asks the client to run
-  anything.
-* ``session/new {"cwd", "mcpServers": []}`` → ``{"sessionId", ...}``. Sends no upstream
-  request. Sessions share nothing the model sees: each upstream request holds only its own
-  session's prompt (isolation checked on the real binary).
-* ``session/prompt {"sessionId", "prompt": [{"type": "text", "text"}]}``: ``session/update``
-  notifications stream (``agent_message_chunk`` text deltas, ``usage_update``,
-  ``user_message_chunk`` echo, ``session_info_update`` title), ``_session/retrying``
-  notifications while vibe retries the upstream, then the response: a result
-  ``{"stopReason": "end_turn" | "cancelled" | "max_tokens" | ..., "usage": {...}}`` or a
-  JSON-RPC error (``-31001`` rate limited, ``-31002`` configuration, e.g. a bad API key,
-  ``-32603`` anything else, with vibe's message). Notifications for a session can still
-  arrive after its result (a title, a usage update): they are dropped.
-* ``session/cancel`` (a notification) makes the pending prompt answer ``stopReason:
-  "cancelled"`` within ~0.1 s and closes the upstream connection.
-* ``_session/delete {"sessionId"}`` (vibe's extension) closes a session *and* removes its
-  stored transcript from ``$VIBE_HOME`` (``session/close`` leaves ~50 KB per session there,
-  forever); a session is deleted once its prompt is over.
-* Client-bound requests: ``session/request_permission`` is answered with the ``cancelled``
-  outcome, which vibe maps to *deny* (with :data:`TOOLS_OFF_ENV` none arrives: tools are
-  denied by policy before any request); any other method gets JSON-RPC ``-32601``.
-
-vibe-acp takes no ``--disabled-tools`` (its argv is ``[-h] [-v] [--setup]``; anything else
-exits 2), so the tools are off through the environment only (:func:`server_env`).
-
-A prompt whose first word starts with ``/`` is a vibe *command* in ACP (``/proxy-setup KEY
-value`` writes ``$VIBE_HOME/.env``, ``/teleport``, ``/leanstall``, ``/reload``, ...) and is
-never sent to the model: :func:`guard_prompt` puts a zero-width space in front of such a
-prompt, so it reaches the model as text, as it does with ``vibe -p``.
-
-Prompt text is never logged (method names, session ids and error codes are).
+The protocol, its timings and memory: ``tests/fixtures/cli-reference/vibe/acp/README.md``;
+the wire constants and errors: :mod:`._acp_protocol`; the session: :mod:`._acp_session`.
 """
 
 from __future__ import annotations
@@ -50,75 +22,47 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
-import os
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import trio
 
 from olp.actors._lines import LineTooLong
 from olp.actors._process import CliProcess
 
-from ._invocation import TOOLS_OFF_ENV, model_env
+from ._acp_protocol import (
+    ACP_BINARY,
+    ACP_ENV,
+    CLIENT_CAPABILITIES,
+    COMMAND_GUARD,
+    DENY_PERMISSION,
+    ERROR_KEY,
+    KILLED,
+    PROTOCOL_VERSION,
+    RESULT_KEY,
+    AcpError,
+    AcpServerGone,
+    acp_binary,
+    guard_prompt,
+    server_env,
+)
+from ._acp_session import AcpSession
 
-__all__ = ["ACP_BINARY", "ACP_ENV", "CANCEL_GRACE_S", "DENY_PERMISSION", "AcpError",
-           "AcpServer", "AcpServerGone", "AcpServerStatistics", "AcpSession", "acp_binary",
-           "guard_prompt", "open_session", "server_env"]
+__all__ = ["ACP_BINARY", "ACP_ENV", "CANCEL_GRACE_S", "COMMAND_GUARD", "DENY_PERMISSION",
+           "ERROR_KEY", "RESULT_KEY", "AcpError", "AcpServer", "AcpServerGone",
+           "AcpServerStatistics", "AcpSession", "acp_binary", "guard_prompt", "open_session",
+           "server_env"]
 
 log = logging.getLogger(__name__)
 
-ACP_BINARY: Final = "vibe-acp"
-PROTOCOL_VERSION: Final = 1
-#: What OLP offers in ``initialize``: nothing the agent could ask the client to do.
-CLIENT_CAPABILITIES: Final[Mapping[str, Any]] = {
-    "fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}
-#: The ``session/request_permission`` result that denies (vibe: not ``AllowedOutcome`` →
-#: ``ApprovalDecisionType.DENY``, with no "try something else" feedback to the model).
-DENY_PERMISSION: Final[Mapping[str, Any]] = {"outcome": {"outcome": "cancelled"}}
-#: Added for a long-lived process: no background title-generation request (a second billed
-#: upstream call carrying the whole exchange) after every prompt. Session logging stays on:
-#: with it off vibe keeps transcripts in a throwaway store ``_session/delete`` cannot clean,
-#: and ``session/new`` began failing after six sessions (measured).
-ACP_ENV: Final[Mapping[str, str]] = {"VIBE_SESSION_LOGGING__GENERATE_TITLES": "false"}
 #: After :meth:`AcpSession.kill`, how long vibe gets to answer the cancel before the session
 #: is ended as killed anyway.
 CANCEL_GRACE_S: Final = 5.0
 #: A write to the server's stdin that takes longer means it stopped reading: it is killed
 #: (a half-written line would corrupt the stream for every session).
 WRITE_TIMEOUT_S: Final = 10.0
-#: What the :class:`AcpSession` protocol line carries after the updates.
-RESULT_KEY: Final = "olp_prompt_result"
-ERROR_KEY: Final = "olp_prompt_error"
-COMMAND_GUARD: Final = "\u200b"  # ZERO WIDTH SPACE: not whitespace to str.split()
-
-_CANCELLED = -9  # the return code of a session whose server died or that was killed
-
-
-def acp_binary(vibe_binary: str) -> str:
-    """``vibe-acp`` beside ``vibe_binary`` (the same installation) when that is a path,
-    else the bare name (looked up on ``PATH``)."""
-    if os.sep in vibe_binary:
-        return str(Path(vibe_binary).with_name(ACP_BINARY))
-    return ACP_BINARY
-
-
-def server_env(model: str, vibe_home: Path) -> dict[str, str]:
-    """The variables a ``vibe-acp`` process for ``model`` adds to the runner's base
-    environment: ``VIBE_HOME``, :func:`model_env`, :data:`TOOLS_OFF_ENV` (as for ``vibe -p``)
-    and :data:`ACP_ENV`."""
-    return {"VIBE_HOME": str(vibe_home), **model_env(model), **TOOLS_OFF_ENV, **ACP_ENV}
-
-
-def guard_prompt(text: str) -> str:
-    """``text`` unchanged, unless vibe-acp would run it as a command (its first
-    whitespace-separated word starts with ``/``): then with :data:`COMMAND_GUARD` in front."""
-    words = text.split(None, 1)
-    if words and words[0].startswith("/"):
-        return COMMAND_GUARD + text
-    return text
 
 
 @contextlib.asynccontextmanager
@@ -131,20 +75,6 @@ async def open_session(server: AcpServer, cwd: Path) -> AsyncIterator[AcpSession
         yield session
     finally:
         session.kill()
-
-
-class AcpError(Exception):
-    """The server answered a request with a JSON-RPC error."""
-
-    def __init__(self, method: str, error: Mapping[str, Any]) -> None:
-        self.method = method
-        self.code = error.get("code")
-        self.error_message = str(error.get("message", ""))
-        super().__init__(f"{method}: JSON-RPC error {self.code}: {self.error_message}")
-
-
-class AcpServerGone(trio.BrokenResourceError):
-    """The server process ended (or stopped reading) before it answered."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +169,7 @@ class AcpServer:
             raise AcpError("session/new", {"code": None, "message": "no sessionId"})
         session = AcpSession(self, session_id, stderr_tail=self._process.stderr_tail)
         if self._ended:  # the server ended while we were being answered
-            session._end(None, _CANCELLED)
+            session._end(None, KILLED)
         else:
             self._sessions[session_id] = session
         return session
@@ -414,7 +344,7 @@ class AcpServer:
                 pending.done.set()
         self._pending.clear()
         for session in list(self._sessions.values()):
-            session._end(None, _CANCELLED)
+            session._end(None, KILLED)
         self._sessions.clear()
 
     # -- session housekeeping ----------------------------------------------------------
@@ -448,126 +378,4 @@ class AcpServer:
                 await self._write_quietly({"jsonrpc": "2.0", "method": "session/cancel",
                                            "params": {"sessionId": session.session_id}})
             await session._over.wait()
-        session._end(None, _CANCELLED)  # no-op when vibe answered
-
-
-class AcpSession:
-    """One single-use session on an :class:`AcpServer`, read like a
-    :class:`~olp.actors._process.CliProcess`:
-
-    * :meth:`send_input` sends the one prompt (the bytes OLP gives ``vibe -p`` on stdin);
-    * :meth:`receive_line` returns the raw JSON line of each notification for this session
-      from then on (``session/update``, ``_session/retrying``), then one synthetic line
-      ``{"olp_prompt_result": <result>}`` or ``{"olp_prompt_error": <error>}``, then None;
-    * :meth:`wait` returns 0 after a result, 1 after an error response, -9 when the server
-      ended first or the session was killed and vibe did not answer the cancel in time.
-
-    Made by :meth:`AcpServer.new_session` (or :func:`open_session`, which kills it on the way
-    out); deleted in vibe once its prompt is over (or when :meth:`kill` ends it unused). A
-    reader that stops before the end must call :meth:`kill`.
-    """
-
-    def __init__(self, server: AcpServer, session_id: str, *,
-                 stderr_tail: Callable[[], bytes]) -> None:
-        self._server = server
-        self.session_id = session_id
-        self._stderr_tail = stderr_tail
-        self._send, self._recv = trio.open_memory_channel[bytes](math.inf)
-        # Unbounded on purpose: the server's one reader must never wait on one session's
-        # consumer, and a session's lines are bounded by its one answer.
-        self._state: Literal["idle", "prompting", "over"] = "idle"
-        self._prompt_id: int | None = None
-        self._prompt_written = trio.Event()
-        self._over = trio.Event()
-        self._killed = False
-        self.returncode: int | None = None
-
-    async def send_input(self, data: bytes, *, close: bool = True) -> None:
-        """Send ``data`` (UTF-8 text) as the session's one prompt, through
-        :func:`guard_prompt`. ``close`` is accepted for the protocol's sake: the input is
-        always complete. Raises :class:`trio.BrokenResourceError` when the server has
-        ended, :class:`RuntimeError` on a second call."""
-        del close
-        if self._state != "idle":
-            raise RuntimeError("an ACP session takes exactly one prompt")
-        self._state = "prompting"
-        text = guard_prompt(data.decode("utf-8", "replace"))
-        try:
-            await self._server._send_prompt(self, text)
-        except AcpServerGone as exc:
-            self._end(None, _CANCELLED)
-            raise trio.BrokenResourceError("vibe-acp has ended") from exc
-        except BaseException:  # cancelled before the line was written
-            self._end(None, _CANCELLED)
-            raise
-        finally:
-            self._prompt_written.set()
-
-    async def receive_line(self) -> bytes | None:
-        """The next line (see the class docstring), None at the end. Cancel-safe."""
-        try:
-            return await self._recv.receive()
-        except trio.EndOfChannel:
-            return None
-
-    async def wait(self) -> int:
-        """Block until the session is over; 0 result, 1 error response, -9 ended/killed."""
-        await self._over.wait()
-        assert self.returncode is not None
-        return self.returncode
-
-    def stderr_tail(self) -> bytes:
-        """The server's stderr tail (shared by all its sessions)."""
-        return self._stderr_tail()
-
-    def kill(self) -> None:
-        """Stop the session now; never blocks. A prompt in flight gets ``session/cancel``
-        (vibe answers ``stopReason: "cancelled"``, usually within 0.1 s; after
-        :data:`CANCEL_GRACE_S` the session ends as -9 regardless); an unused session ends
-        at once."""
-        if self._over.is_set() or self._killed:
-            return
-        self._killed = True
-        if self._state == "idle":
-            self._state = "over"
-            self._prompt_written.set()
-            self._end(None, _CANCELLED)
-        elif not self._server._spawn(self._server._cancel, self):
-            self._end(None, _CANCELLED)
-
-    def running(self) -> bool:
-        return not self._over.is_set()
-
-    def rss_bytes(self) -> int:
-        """The server's resident memory (shared by all its sessions)."""
-        return self._server.rss_bytes()
-
-    # -- called by the server ----------------------------------------------------------
-
-    def _deliver(self, line: bytes) -> None:
-        if self._state == "prompting" and not self._over.is_set():
-            self._send.send_nowait(line)
-
-    def _prompt_answered(self, message: Mapping[str, Any]) -> None:
-        if "error" in message:
-            error = message["error"]
-            final = {ERROR_KEY: error if isinstance(error, dict) else {"message": str(error)}}
-            code = 1
-            log.info("vibe-acp session %s: error %s", self.session_id, final[ERROR_KEY].get(
-                "code"))
-        else:
-            result = message.get("result")
-            final = {RESULT_KEY: result if isinstance(result, dict) else {}}
-            code = 0
-        self._end(json.dumps(final, ensure_ascii=False, separators=(",", ":")).encode(), code)
-
-    def _end(self, final_line: bytes | None, returncode: int) -> None:
-        if self._over.is_set():
-            return
-        if final_line is not None:
-            self._send.send_nowait(final_line)
-        self._send.close()
-        self._state = "over"
-        self.returncode = returncode
-        self._over.set()
-        self._server._session_over(self)
+        session._end(None, KILLED)  # no-op when vibe answered

@@ -1,45 +1,16 @@
-"""The lines of an :class:`~olp.providers.vibe._acp.AcpSession` → IR events, as :class:`VibeParser`
-gives them for ``vibe -p`` (schema in ``tests/fixtures/cli-reference/vibe/acp/README.md``).
+"""An :class:`~olp.providers.vibe._acp_session.AcpSession`'s lines → IR events, as
+:class:`VibeParser` gives them for ``vibe -p``.
 
-* ``session/update`` with ``agent_message_chunk`` text → :class:`TextDelta` as it streams
-  (``vibe -p`` prints whole messages; here the deltas come as the upstream sends them). A
-  chunk of a different ``messageId`` than the text before it (a later assistant message of a
-  multi-step turn) starts with a blank line, as ``vibe -p`` separates messages.
-* ``_session/retrying`` (vibe retries the upstream) → :class:`Retrying` with the attempt
-  number, the category and the HTTP status when the detail names one (``"HTTP 429"``).
-  vibe also retries a stream that stalled or broke *mid-answer*, and then streams the whole
-  answer again under the same ``messageId``, with nothing to take back the partial text
-  (captured: ``stall_retry.jsonl``; ``vibe -p`` marks that message ``discarded`` instead).
-  So a retry after text has been streamed ends the job: ``STREAM_ENDED_EARLY``
-  (``unavailable``), as a terminal event from :meth:`~VibeAcpParser.feed` (the caller then
-  kills the session). With ``hold_text=True`` the parser instead keeps the text until the
-  turn is over, drops it on a retry, and gives it as one :class:`TextDelta` with the result
-  line - ``vibe -p``'s behaviour, without the streaming.
-* ``usage_update`` → remembered (``_meta.promptTokens``/``completionTokens``) for a failed
-  turn's usage; every other update (the prompt's echo, thoughts, tool calls, titles, command
-  lists) and any other line → nothing.
-* ``{"olp_prompt_result": {"stopReason", "usage"}}`` and ``{"olp_prompt_error": {"code",
-  "message"}}``, the session's last line → remembered for :meth:`trailer`/:meth:`finish`.
-
-:meth:`VibeAcpParser.trailer` → :class:`Usage` (the result's ``inputTokens``/``outputTokens``,
-else the last usage update) when the turn succeeded or tokens were spent.
-:meth:`VibeAcpParser.finish`:
-
-* ``end_turn`` with text → ``Stop``; without text → ``PROTOCOL_ERROR`` (as ``vibe -p`` exiting
-  0 without an assistant message);
-* ``max_tokens``/``max_turn_requests`` with text → ``Stop(finish_reason="length")``;
-* ``cancelled`` → ``CLI_TERMINATED`` (``vibe -p``'s "Stopped: terminated"), ``refusal`` →
-  ``client_error``; other stop reasons without text → classified as vibe failures;
-* an error response → :func:`._classify.classify` with the vibe code its JSON-RPC code
-  stands for (``-31001`` ``rate_limit``, ``-31004`` ``context_too_long``, ``-31005``
-  ``refusal``, ...) and vibe's message (``-31002`` "Invalid API key ..." → ``auth``,
-  ``-32603`` "API error occurred: Status 500 ..." → ``unavailable``), so the categories match
-  ``vibe -p``'s. vibe's rate-limit error names no reset time, so there is no
-  ``retry_after_s``;
-* no final line (the server died, or a kill vibe did not answer) → ``CLI_FAILED`` with the
-  server's stderr excerpt.
-
-Computed once, on the first call of either, and idempotent. Never raises on odd input.
+``agent_message_chunk`` text → :class:`TextDelta` as it streams (a new ``messageId`` after a
+blank line); ``_session/retrying`` → :class:`Retrying`, but after streamed text →
+``STREAM_ENDED_EARLY`` (vibe would stream the answer again with nothing to take back; with
+``hold_text`` the text waits for the result and a retry drops it); ``usage_update`` kept for
+a failed turn's usage. The session's last line (a result or an error) gives
+:meth:`~VibeAcpParser.trailer`'s :class:`Usage` and :meth:`~VibeAcpParser.finish`'s terminal
+event, an error classified with the vibe code its JSON-RPC code stands for
+(:data:`JSONRPC_TO_VIBE_CODE`), so categories match ``vibe -p``'s; no last line →
+``CLI_FAILED``. Each line and each outcome: ``tests/fixtures/cli-reference/vibe/acp/
+README.md``, "How OLP reads a session".
 """
 
 from __future__ import annotations
@@ -51,11 +22,12 @@ from typing import Any, Final
 
 import msgspec
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Category, Error, Event, Retrying, Stop, TextDelta, Usage
-from olp.providers._exit import describe_exit, mask_secrets, stderr_excerpt
+from olp.providers._exit import describe_exit, mask_secrets
+from olp.providers._finish import TerminalOnce, cli_failed
 
-from ._acp import ERROR_KEY, RESULT_KEY
+from ._acp_protocol import ERROR_KEY, RESULT_KEY
 from ._classify import Failure, classify
 
 __all__ = ["JSONRPC_TO_VIBE_CODE", "VibeAcpParser"]
@@ -73,7 +45,8 @@ JSONRPC_TO_VIBE_CODE: Final[dict[int, str]] = {
     -31007: "invalid_image_attachment",
     -31008: "images_not_supported",
 }
-#: JSON-RPC codes whose failure ``vibe -p`` reports with this exit code (rules 17 and 18).
+#: JSON-RPC codes whose failure ``vibe -p`` reports with this exit code (vibe's classification
+#: rules 17 and 18).
 _EXIT_CODE: Final[dict[int, int]] = {-31002: 1, -32000: 1, -32603: 2}
 _PROTOCOL_CODES: Final = frozenset({-32700, -32600, -32601, -32602})  # our request was wrong
 _LENGTH_STOPS: Final = frozenset({"max_tokens", "max_turn_requests"})
@@ -132,8 +105,8 @@ class _Line(msgspec.Struct, rename={"result": RESULT_KEY, "error": ERROR_KEY}):
 _LINE: Final = msgspec.json.Decoder(_Line)
 
 
-class VibeAcpParser:
-    """Per-job state for one :class:`~olp.providers.vibe._acp.AcpSession`. ``now`` is the
+class VibeAcpParser(TerminalOnce):
+    """Per-job state for one :class:`~olp.providers.vibe._acp_session.AcpSession`. ``now`` is the
     clock for usage-window resets."""
 
     def __init__(self, *, now: Callable[[], float] = time.time, hold_text: bool = False,
@@ -147,11 +120,11 @@ class VibeAcpParser:
         self._meta_usage: tuple[int, int] | None = None
         self._result: _Result | None = None
         self._error: _RpcError | None = None
-        self._settled: tuple[tuple[Event, ...], Error | Stop] | None = None
+        self._after_exit: tuple[Event, ...] = ()
 
     def feed(self, line: bytes) -> Sequence[Event]:
         """IR events for one session line; never raises (odd lines give nothing)."""
-        if self._settled is not None or self._result is not None or self._error is not None:
+        if self._terminal is not None or self._result is not None or self._error is not None:
             return ()
         try:
             parsed = _LINE.decode(line)
@@ -206,11 +179,10 @@ class VibeAcpParser:
     def _abandoned(self, params: _Params) -> Error:
         """vibe retries after part of the answer went out: that part cannot be taken back."""
         detail = f" ({params.detail})" if params.detail else ""
-        terminal = Error(code=Code.STREAM_ENDED_EARLY, category="unavailable", message=(
-            f"vibe-acp retried the upstream{detail} after part of the answer had been "
-            "streamed; the answer is incomplete"))
-        self._settled = ((), terminal)
-        return terminal
+        self._terminal = failure(
+            Code.STREAM_ENDED_EARLY, f"vibe-acp retried the upstream{detail} after part of "
+            "the answer had been streamed; the answer is incomplete")
+        return self._terminal
 
     def _retrying(self, params: _Params) -> Retrying:
         self._retries += 1
@@ -221,18 +193,13 @@ class VibeAcpParser:
 
     def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
         """:class:`Usage` once the session is over (emit before :meth:`finish`'s event)."""
-        return self._settle(returncode, stderr_tail)[0]
+        self.finish(returncode, stderr_tail)
+        return self._after_exit
 
-    def finish(self, returncode: int, stderr_tail: bytes) -> Event:
-        """The terminal event once the session is over (module docstring); idempotent."""
-        return self._settle(returncode, stderr_tail)[1]
-
-    def _settle(self, returncode: int, stderr_tail: bytes,
-                ) -> tuple[tuple[Event, ...], Error | Stop]:
-        if self._settled is None:
-            terminal = self._terminal(returncode, stderr_tail)
-            self._settled = (self._usage(isinstance(terminal, Stop)), terminal)
-        return self._settled
+    def _exit_event(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
+        terminal = self._outcome(returncode, stderr_tail)
+        self._after_exit = self._usage(isinstance(terminal, Stop))
+        return terminal
 
     def _usage(self, succeeded: bool) -> tuple[Event, ...]:
         usage = self._result.usage if self._result is not None else None
@@ -246,39 +213,37 @@ class VibeAcpParser:
             return ()
         return (Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1]),)
 
-    def _terminal(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
+    def _outcome(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
         if self._result is not None:
             return self._stopped(self._result.stop_reason or "")
         if self._error is not None:
             return self._failed(self._error)
-        message = f"vibe-acp ended before it answered (session {describe_exit(returncode)})"
-        excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
-        return Error(code=Code.CLI_FAILED, category="unknown",
-                     message=f"{message}; stderr: {excerpt}" if excerpt else message)
+        return cli_failed(f"vibe-acp ended before it answered (session "
+                          f"{describe_exit(returncode)})", stderr_tail, limit=STDERR_LIMIT)
 
     def _stopped(self, reason: str) -> Error | Stop:
         if reason == "end_turn":
             if self._emitted_text:
                 return Stop(finish_reason="stop")
-            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
-                         message="vibe-acp ended the turn without an assistant message")
+            return failure(Code.PROTOCOL_ERROR,
+                           "vibe-acp ended the turn without an assistant message")
         if reason in _LENGTH_STOPS and self._emitted_text:
             return Stop(finish_reason="length")
         if reason == "cancelled":
-            failure = Failure(text="vibe-acp cancelled the turn", outcome="terminated")
+            stopped = Failure(text="vibe-acp cancelled the turn", outcome="terminated")
         elif reason == "refusal":
-            failure = Failure(text="the model refused to answer", code="refusal")
+            stopped = Failure(text="the model refused to answer", code="refusal")
         else:
-            failure = Failure(text=f"vibe-acp stopped the turn ({reason or 'no reason'}) "
+            stopped = Failure(text=f"vibe-acp stopped the turn ({reason or 'no reason'}) "
                                    "without an answer", outcome=reason or None)
-        return classify(failure, now=self._now())
+        return classify(stopped, now=self._now())
 
     def _failed(self, error: _RpcError) -> Error:
         code = error.code if isinstance(error.code, int) else None
         text = mask_secrets(error.message or "")
         if code in _PROTOCOL_CODES:
-            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
-                         message=f"vibe-acp refused the prompt ({code}): {text}"[:500])
-        failure = Failure(text=text, code=JSONRPC_TO_VIBE_CODE.get(code or 0),
+            return failure(Code.PROTOCOL_ERROR,
+                           f"vibe-acp refused the prompt ({code}): {text}"[:500])
+        refused = Failure(text=text, code=JSONRPC_TO_VIBE_CODE.get(code or 0),
                           exit_code=_EXIT_CODE.get(code or 0))
-        return classify(failure, now=self._now())
+        return classify(refused, now=self._now())

@@ -1,24 +1,13 @@
 """vibe's warm units: single-use sessions on long-lived ``vibe-acp`` servers.
 
-``vibe -p`` reads its prompt before it starts up, so a vibe started ahead of time answers no
-sooner (~5 s). ``vibe-acp`` starts once (~5 s to ``initialize``) and then makes a session in
-~0.4-1.8 s that answers ~0.5 s after its prompt (``tests/fixtures/cli-reference/vibe/acp``).
-So the vibe actor's warm pool (:mod:`olp.actors._warm`) holds *sessions* made ahead of time,
-each handed one request and then deleted, on servers this module owns:
-
-- A server is keyed like a warm process: by the spawn a request would get (model, config,
-  env). Its process runs in the provider's sandbox with a private home made like a spawn's,
-  its argv is only ``vibe-acp`` (it takes no options), and the tools are off through the
-  environment (:func:`~olp.providers.vibe._acp.server_env`). The API key is passed in the
-  environment, read from the user's key file, rather than linking that file into the home:
-  vibe loads ``$VIBE_HOME/.env`` over its environment (a ``vibe_disabled_tools=[]`` line
-  there would switch tools back on), and vibe-acp's own commands write to it.
-- Sessions are isolated (measured: a session's upstream request holds none of another's
-  text); each gets an empty private working directory (vibe inlines ``@file`` mentions from
-  it), and a prompt starting with ``/`` is defused (:func:`~olp.providers.vibe._acp.guard_prompt`).
-- A server that made :data:`SESSIONS_PER_SERVER` sessions is replaced for the next one
-  (vibe grows ~1 MB per session) and ends when its last session has; a server that died is
-  replaced too. Pool boots are serialized, so at most one server starts at a time.
+The vibe actor's warm pool (:mod:`olp.actors._warm`) holds *sessions* made ahead of time, each
+handed one request and then deleted, on servers this module owns. A server is keyed like a
+warm process (model, config, env) and confined like a spawn; its argv is only ``vibe-acp``,
+the tools are off through the environment (:func:`~olp.providers.vibe._acp.server_env`) and
+the API key is passed in it rather than linking the key file. Each session gets an empty
+private working directory. A server is replaced after :data:`SESSIONS_PER_SERVER` sessions or
+when it died, and ends when its last session has; pool boots are serialized. Why:
+``docs/adr/0019-warm-clis.md``, "vibe's warm units, as built".
 
 Blocking: :meth:`AcpUnits.boot` waits for a server to start (seconds) and a session to be
 made. Cancellation ends the session (``session/cancel``, then delete); cancelling

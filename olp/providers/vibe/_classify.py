@@ -1,14 +1,8 @@
 """Failure classification for vibe: its exit code, ``export.json`` and the ``Error:`` line.
 
-vibe prints one ``Error: <message>`` line on stderr when it gives up (``Stopped: terminated``
-/ ``Stopped: deadline`` when interrupted) and writes the same message to ``export.json``
-``error.message`` with a machine code (``rate_limit``, ``invalid_api_key``, ``backend_error``,
-``context_too_long``, ``refusal``, ``invalid_model``, ...) and an ``outcome``. Upstream HTTP
-errors read ``API error occurred: Status NNN. Body: {...}`` with the upstream body verbatim.
-Exit codes: 1 auth/config (``config_error``/``usage_error``), 2 upstream after vibe's own
-retries (``infrastructure_failure``), 3 stopped (``terminated``, ``deadline``, limits), 4
-aborted. The rules are the table :data:`RULES`, first match wins
-(``tests/fixtures/cli-reference/vibe/README.md``):
+The inputs are vibe's stderr ``Error:``/``Stopped:`` line, ``export.json``'s error code,
+message and ``outcome``, and the exit code. The rules are the table :data:`RULES`, first match
+wins:
 
 1. A missing key ("Missing MISTRAL_API_KEY environment variable ...") → ``auth`` /
    ``AUTH_MISSING``.
@@ -41,9 +35,9 @@ aborted. The rules are the table :data:`RULES`, first match wins
     ``UPSTREAM_UNAVAILABLE``.
 19. Anything else → ``unknown`` / ``UPSTREAM_ERROR``.
 
-The billing and usage-window phrasings are vendor prose that does not occur in the captures;
-they are best-effort (an unclassified error still advances the chain). Their reset times are
-read by the shared prose parser, :func:`olp.failures.parse_reset`.
+Reset times are read by :func:`olp.failures.parse_reset`. The error shapes and exit codes
+behind each rule: ``tests/fixtures/cli-reference/vibe/README.md``, "How OLP classifies
+failures".
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Where vibe's Mistral API key lives, what its environment needs, and the pre-spawn check.
 
-Discovery order (as vibe itself looks): ``MISTRAL_API_KEY`` in the CLI's environment
-(the provider's ``env``, or the proxy's own environment, passed through); else the dotenv file
-``MISTRAL_VIBE_AUTH_PATH`` names (and no other: a missing file means no key); else
-``$VIBE_HOME/.env``; else ``~/.vibe/.env``. A file counts when it has a non-empty
-``MISTRAL_API_KEY=`` line.
-
-Every spawn gets its own ``VIBE_HOME`` inside the per-spawn temporary home (set by the
-invocation), so vibe's logs, history and trust store never touch the user's; the key file is
-symlinked into it as ``.vibe/.env`` (vibe reads ``$VIBE_HOME/.env``). A ``VIBE_HOME`` in the
-proxy's environment is therefore not passed on: it is turned into ``MISTRAL_VIBE_AUTH_PATH``
-(``<VIBE_HOME>/.env``), which vibe ignores and :func:`home_links` reads.
-
-Every key vibe reads is a Mistral API key, so a key found in that file is metered spend like
-one in the environment (:func:`metered_source`); an owner whose key comes with a plan says
-``providers.mistral.metered: false``.
-
-vibe can also read keys from the system keyring; that cannot be checked cheaply and is not
-looked at (an owner with only a keyring entry sets ``MISTRAL_API_KEY`` instead).
+The key is looked up as vibe does: ``MISTRAL_API_KEY`` in the CLI's environment, else the
+dotenv file ``MISTRAL_VIBE_AUTH_PATH`` names, else ``$VIBE_HOME/.env``, else ``~/.vibe/.env``.
+Each spawn gets its own ``VIBE_HOME``, with the key file symlinked in as ``.vibe/.env``; the
+proxy's ``VIBE_HOME`` is read only to find that file. Every key is metered spend
+(:func:`metered_source`); the system keyring is not looked at. The details and why:
+``tests/fixtures/cli-reference/vibe/README.md``, "Login and credentials".
 """
 
 from __future__ import annotations
@@ -27,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error
 
 KEY_VAR: Final = "MISTRAL_API_KEY"
@@ -127,8 +115,8 @@ def _shown(path: Path, home: Path) -> str:
 
 
 def preflight(env: Mapping[str, str], home: Path) -> Error | None:
-    """``None`` when a key is found (see the module docstring), else ``AUTH_MISSING``.
+    """``None`` when a key is found (as the module docstring says), else ``AUTH_MISSING``.
     Empty variables do not count."""
     if env.get(KEY_VAR) or has_key(env_file(env, home)):
         return None
-    return Error(code=Code.AUTH_MISSING, category="auth", message=MISSING_MESSAGE)
+    return failure(Code.AUTH_MISSING, MISSING_MESSAGE)

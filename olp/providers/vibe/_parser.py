@@ -1,30 +1,13 @@
 """vibe ``--output streaming`` (JSONL, one line per finished conversation entry) → IR events.
 
-Line handling (schema in ``cli-reference/vibe/README.md``):
-
-* ``{"type": "message", "role": "assistant", "content": [{"type": "text", "text"}], "outcome":
-  {...}}`` → one :class:`TextDelta` with the message's whole text (vibe prints no token
-  deltas), unless the entry's ``outcome.type`` is ``"discarded"`` (a partial answer vibe gave
-  up on): that text is **never** sent. A later assistant message (a multi-step run) is
-  separated from the earlier text by a blank line.
-* The echoed user prompt (``role: "user"``), other entry types, lines that are not JSON
-  objects or have unexpected types → nothing.
-
-After the process has exited, ``<workdir>/out/export.json`` (absent or unreadable is
-tolerated) gives the usage and the error code:
-
-* :meth:`VibeParser.trailer` → :class:`Usage` (input/output tokens) when ``export.json`` has a
-  usage block and either the run succeeded or tokens were spent; otherwise nothing. These are
-  the events that exist only after exit; the runner emits them before the terminal event.
-* :meth:`VibeParser.finish` → exit 0 with assistant text → :class:`Stop`; exit 0 without any
-  → ``PROTOCOL_ERROR``; exit 3 with assistant text and a length-type outcome (``length``,
-  ``token_limit``, ``turn_limit``, ``price_limit``) → ``Stop(finish_reason="length")``; killed
-  by a signal, or a crash (no ``export.json`` and no ``Error:`` line) → ``CLI_FAILED``;
-  any other non-zero exit → :func:`._classify.classify` from the
-  exit code, ``export.json`` (``outcome``, ``error.code``, ``error.message``) and the stderr
-  ``Error:``/``Stopped:`` line (secrets masked).
-
-Both are computed once, on the first call of either, and are idempotent.
+An assistant ``message`` → one :class:`TextDelta` with its whole text (a later one after a
+blank line), unless its outcome is ``discarded``: that text is never sent. After the exit,
+``<workdir>/out/export.json`` gives :meth:`VibeParser.trailer`'s :class:`Usage` and, with the
+exit code and stderr, :meth:`VibeParser.finish`'s terminal event
+(:func:`~olp.providers._finish.exit_event`): exit 0 with text → :class:`Stop`, exit 3 after a
+length limit → ``Stop(finish_reason="length")``, a signal or a crash → ``CLI_FAILED``, other
+exits classified. Every line and exit: ``tests/fixtures/cli-reference/vibe/README.md``, "How
+OLP reads stdout".
 """
 
 from __future__ import annotations
@@ -37,9 +20,9 @@ from typing import Final
 
 import msgspec
 
-from olp.failures import Code
 from olp.ir import Error, Event, Stop, TextDelta, Usage
 from olp.providers._exit import describe_exit, mask_secrets, stderr_excerpt
+from olp.providers._finish import TerminalOnce, cli_failed, exit_event
 
 from ._classify import Failure, classify
 from ._invocation import export_path
@@ -106,7 +89,7 @@ def read_export(path: Path | None) -> _Export | None:
         return None
 
 
-class VibeParser:
+class VibeParser(TerminalOnce):
     """Per-job state for one vibe run. ``workdir`` is the spawn's working directory (the
     export is read from ``<workdir>/out/export.json``); ``None`` reads no export.
     ``now`` is the clock for usage-window resets."""
@@ -116,11 +99,11 @@ class VibeParser:
         self._export_path = export_path(workdir) if workdir is not None else None
         self._now = now
         self._emitted_text = False
-        self._settled: tuple[tuple[Event, ...], Error | Stop] | None = None
+        self._after_exit: tuple[Event, ...] = ()
 
     def feed(self, line: bytes) -> Sequence[Event]:
         """IR events for one stdout line; never raises (odd lines give nothing)."""
-        if self._settled is not None:
+        if self._terminal is not None:
             return ()
         try:
             entry = _ENTRY.decode(line)
@@ -141,19 +124,17 @@ class VibeParser:
     def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
         """The non-terminal events known only after exit (:class:`Usage` from
         ``export.json``); emit them before :meth:`finish`'s terminal event."""
-        return self._settle(returncode, stderr_tail)[0]
+        self.finish(returncode, stderr_tail)
+        return self._after_exit
 
-    def finish(self, returncode: int, stderr_tail: bytes) -> Event:
-        """The terminal event after exit (see the module docstring); idempotent."""
-        return self._settle(returncode, stderr_tail)[1]
-
-    def _settle(self, returncode: int, stderr_tail: bytes,
-                ) -> tuple[tuple[Event, ...], Error | Stop]:
-        if self._settled is None:
-            export = read_export(self._export_path)
-            terminal = self._terminal(returncode, stderr_tail, export)
-            self._settled = (self._usage(export, isinstance(terminal, Stop)), terminal)
-        return self._settled
+    def _exit_event(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
+        export = read_export(self._export_path)
+        terminal = exit_event(
+            "vibe", returncode, stderr_tail, answered="stop" if self._emitted_text else None,
+            missing="an assistant message",
+            explain=lambda: self._explain_exit(returncode, stderr_tail, export))
+        self._after_exit = self._usage(export, isinstance(terminal, Stop))
+        return terminal
 
     def _usage(self, export: _Export | None, succeeded: bool) -> tuple[Event, ...]:
         usage = export.usage if export is not None else None
@@ -164,23 +145,16 @@ class VibeParser:
             return ()
         return (Usage(prompt_tokens=prompt, completion_tokens=completion),)
 
-    def _terminal(self, returncode: int, stderr_tail: bytes,
-                  export: _Export | None) -> Error | Stop:
+    def _explain_exit(self, returncode: int, stderr_tail: bytes,
+                      export: _Export | None) -> Error | Stop:
         outcome = export.outcome if export is not None else None
-        if returncode == 0:
-            if self._emitted_text:
-                return Stop(finish_reason="stop")
-            return Error(code=Code.PROTOCOL_ERROR, category="unknown",
-                         message="vibe exited with code 0 without an assistant message")
         if returncode == 3 and self._emitted_text and outcome in _LENGTH_OUTCOMES:
             return Stop(finish_reason="length")
         marked = _marked_line(stderr_tail)
         killed = returncode < 0 or 128 < returncode <= 128 + 64
         if killed or (export is None and marked is None):  # a signal, or a crash
-            message = f"vibe {describe_exit(returncode)}"
-            excerpt = stderr_excerpt(stderr_tail, limit=STDERR_LIMIT)
-            return Error(code=Code.CLI_FAILED, category="unknown",
-                         message=f"{message}; stderr: {excerpt}" if excerpt else message)
+            return cli_failed(f"vibe {describe_exit(returncode)}", stderr_tail,
+                              limit=STDERR_LIMIT)
         error = export.error if export is not None else None
         text = ((error.message if error is not None else None) or marked
                 or stderr_excerpt(stderr_tail, limit=STDERR_LIMIT))

@@ -2,24 +2,21 @@
 
 from __future__ import annotations
 
-from olp.actors._adapter import CliAdapter
+from typing import Final
+
 from olp.actors._cli_runner import WarmUnits
 from olp.actors._deadline import Timeouts
-from olp.providers.kit import ProviderSpec
+from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
+from ._invocation import build_invocation
+from ._parser import VibeParser
 
 
 def _units() -> WarmUnits:
     from ._acp_units import AcpUnits
 
     return AcpUnits()
-
-
-def _adapter() -> CliAdapter:
-    from . import VibeAdapter  # the package imports this module first
-
-    return VibeAdapter()
 
 
 SPEC = ProviderSpec(
@@ -30,7 +27,7 @@ SPEC = ProviderSpec(
     binary_env="OLP_VIBE_BIN",
     install_hint="pipx install mistral-vibe (Python >= 3.12), then run `vibe` and set your "
                  "API key",
-    adapter=_adapter,
+    adapter=lambda: ADAPTER,
     credentials=_credentials,
     metered_env=("MISTRAL_API_KEY",),
     # vibe prints whole messages once the answer is done: first output == total.
@@ -45,3 +42,8 @@ SPEC = ProviderSpec(
     warm=1,
     warm_units=_units,
 )
+
+#: vibe in ``-p --output streaming --output-dir <workdir>/out`` mode, prompt on stdin.
+ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
+    name=SPEC.name, build_invocation=build_invocation, parser_for=VibeParser,
+    credentials=_credentials)

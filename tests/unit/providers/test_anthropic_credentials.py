@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from olp.ir import Error
-from olp.providers.anthropic import AnthropicAdapter
+from olp.providers.anthropic import ADAPTER
 from olp.providers.anthropic import _credentials as creds
 
 ALWAYS = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
@@ -24,13 +24,13 @@ def make_credentials(directory: Path) -> Path:
 def test_spawn_env_passes_only_the_oauth_token() -> None:
     proxy_env = {"CLAUDE_CODE_OAUTH_TOKEN": "tok", "ANTHROPIC_API_KEY": "k",
                  "ANTHROPIC_BASE_URL": "http://evil", "PATH": "/bin", "HOME": "/root"}
-    assert AnthropicAdapter().spawn_env(proxy_env) == {**ALWAYS, "CLAUDE_CODE_OAUTH_TOKEN": "tok"}
-    assert AnthropicAdapter().spawn_env({"PATH": "/bin"}) == ALWAYS
-    assert AnthropicAdapter().spawn_env({"CLAUDE_CODE_OAUTH_TOKEN": ""}) == ALWAYS
+    assert ADAPTER.spawn_env(proxy_env) == {**ALWAYS, "CLAUDE_CODE_OAUTH_TOKEN": "tok"}
+    assert ADAPTER.spawn_env({"PATH": "/bin"}) == ALWAYS
+    assert ADAPTER.spawn_env({"CLAUDE_CODE_OAUTH_TOKEN": ""}) == ALWAYS
 
 
 def test_home_links_default_location(tmp_path: Path) -> None:
-    adapter = AnthropicAdapter()
+    adapter = ADAPTER
     assert adapter.home_links({}, tmp_path) == {}
     path = make_credentials(tmp_path / ".claude")
     assert adapter.home_links({}, tmp_path) == {".claude/.credentials.json": path}
@@ -40,14 +40,14 @@ def test_home_links_honours_claude_config_dir(tmp_path: Path) -> None:
     make_credentials(tmp_path / ".claude")  # ignored when CLAUDE_CONFIG_DIR is set
     config_dir = tmp_path / "elsewhere"
     env = {"CLAUDE_CONFIG_DIR": str(config_dir)}
-    assert AnthropicAdapter().home_links(env, tmp_path) == {}
+    assert ADAPTER.home_links(env, tmp_path) == {}
     path = make_credentials(config_dir)
-    assert AnthropicAdapter().home_links(env, tmp_path) == {".claude/.credentials.json": path}
+    assert ADAPTER.home_links(env, tmp_path) == {".claude/.credentials.json": path}
 
 
 def test_a_directory_is_not_a_credentials_file(tmp_path: Path) -> None:
     (tmp_path / ".claude" / ".credentials.json").mkdir(parents=True)
-    assert AnthropicAdapter().home_links({}, tmp_path) == {}
+    assert ADAPTER.home_links({}, tmp_path) == {}
 
 
 @pytest.mark.parametrize("var", ["ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN",
@@ -72,13 +72,13 @@ def test_preflight_trusts_the_macos_keychain(tmp_path: Path, monkeypatch: pytest
                                              ) -> None:
     assert creds.preflight({}, tmp_path, platform="darwin") is None
     monkeypatch.setattr(sys, "platform", "darwin")
-    assert AnthropicAdapter().preflight({}, tmp_path) is None
+    assert ADAPTER.preflight({}, tmp_path) is None
 
 
 def test_preflight_reports_auth_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         ) -> None:
     monkeypatch.setattr(sys, "platform", "linux")
-    error = AnthropicAdapter().preflight({"ANTHROPIC_BASE_URL": "http://x"}, tmp_path)
+    error = ADAPTER.preflight({"ANTHROPIC_BASE_URL": "http://x"}, tmp_path)
     assert error == Error(
         code="AUTH_MISSING", category="auth",
         message="no Claude credentials: run `claude` and log in, or set ANTHROPIC_API_KEY / "

@@ -10,7 +10,7 @@ import pytest
 
 from olp.actors import CapabilityMissing, CliAdapter
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
-from olp.providers.anthropic import AnthropicAdapter
+from olp.providers.anthropic import ADAPTER
 
 WORKDIR = Path("/tmp/olp-job-x/work")
 USER_TEXT = "Tell me a secret about ünïcode ✓ and $HOME `rm -rf`"
@@ -28,7 +28,7 @@ def request(*messages: Message, **kw: object) -> ChatRequest:
 
 def invoke(req: ChatRequest, extra_args: tuple[str, ...] = ()) -> tuple[list[str], str, dict[
         str, str]]:
-    inv = AnthropicAdapter().invocation(req, binary="/usr/bin/claude", model="claude-x",
+    inv = ADAPTER.invocation(req, binary="/usr/bin/claude", model="claude-x",
                                         workdir=WORKDIR, extra_args=extra_args)
     return list(inv.argv), turn_text(inv.stdin), dict(inv.files)
 
@@ -47,7 +47,7 @@ def turn_text(stdin: bytes) -> str:
 
 
 def test_adapter_satisfies_the_protocol() -> None:
-    adapter: CliAdapter = AnthropicAdapter()
+    adapter: CliAdapter = ADAPTER
     assert adapter.name == "anthropic"
 
 
@@ -112,7 +112,7 @@ def test_default_system_prompt_when_none_given() -> None:
 
 def test_stdin_is_utf8_of_the_flattened_prompt() -> None:
     req = request(msg("user", "a"), msg("assistant", "b"), msg("user", "c"))
-    inv = AnthropicAdapter().invocation(req, binary="claude", model="m", workdir=WORKDIR)
+    inv = ADAPTER.invocation(req, binary="claude", model="m", workdir=WORKDIR)
     assert turn_text(inv.stdin).startswith("The conversation so far is below.")
     assert turn_text(inv.stdin).endswith("with no label.")
 
@@ -121,7 +121,7 @@ def test_images_become_base64_blocks_after_the_text_in_message_order() -> None:
     first = Message(role="user", content=(TextPart(text="look"),
                                           ImagePart(url="data:image/png;base64,iVBORw0=")))
     second = Message(role="user", content=(ImagePart(url="data:image/jpg;base64,/9j/"),))
-    inv = AnthropicAdapter().invocation(request(first, msg("assistant", "ok"), second),
+    inv = ADAPTER.invocation(request(first, msg("assistant", "ok"), second),
                                         binary="claude", model="m", workdir=WORKDIR)
     blocks = turn(inv.stdin)
     assert blocks[0]["type"] == "text" and "[image]" in str(blocks[0]["text"])
@@ -136,7 +136,7 @@ def test_images_become_base64_blocks_after_the_text_in_message_order() -> None:
 
 def test_an_image_alone_is_a_turn_without_text() -> None:
     only = Message(role="user", content=(ImagePart(url="data:image/gif;base64,R0lGODlh"),))
-    inv = AnthropicAdapter().invocation(request(only), binary="claude", model="m",
+    inv = ADAPTER.invocation(request(only), binary="claude", model="m",
                                         workdir=WORKDIR)
     assert [b["type"] for b in turn(inv.stdin)] == ["image"]
 
@@ -158,7 +158,7 @@ def test_the_spawn_depends_on_the_system_text_and_model_never_on_the_conversatio
     """What a warm claude is started with (argv, files, env) is the same for every request
     sharing the system text, model and tools: only stdin carries the conversation."""
     def spawn(*messages: Message) -> tuple[object, ...]:
-        inv = AnthropicAdapter().invocation(request(*messages), binary="claude", model="m",
+        inv = ADAPTER.invocation(request(*messages), binary="claude", model="m",
                                             workdir=WORKDIR)
         return tuple(inv.argv), dict(inv.files), dict(inv.env), dict(inv.binary_files)
 

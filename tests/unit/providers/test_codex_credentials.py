@@ -13,7 +13,7 @@ from olp.actors import CliConfig, CliRunner
 from olp.actors._process import SpawnSpec
 from olp.actors.testing import Exit, FakeSpawner, Line, Step
 from olp.ir import ChatRequest, Error, Event, ImagePart, Message, Stop, TextDelta, TextPart, Usage
-from olp.providers.codex import CodexAdapter
+from olp.providers.codex import ADAPTER
 from olp.providers.codex import _credentials as creds
 
 CHATGPT_LOGIN = {"OPENAI_API_KEY": None, "tokens": {"id_token": "i", "access_token": "a",
@@ -31,13 +31,13 @@ def make_auth(directory: Path, content: object = CHATGPT_LOGIN) -> Path:
 def test_spawn_env_passes_no_keys_and_no_codex_home() -> None:
     proxy_env = {"OPENAI_API_KEY": "sk-metered", "CODEX_API_KEY": "k", "PATH": "/bin",
                  "OPENAI_BASE_URL": "http://evil", "HOME": "/root"}
-    assert CodexAdapter().spawn_env(proxy_env) == {}
-    assert CodexAdapter().spawn_env({"CODEX_HOME": "/srv/codex"}) == {
+    assert ADAPTER.spawn_env(proxy_env) == {}
+    assert ADAPTER.spawn_env({"CODEX_HOME": "/srv/codex"}) == {
         "OPENAI_CODEX_AUTH_PATH": "/srv/codex/auth.json"}
-    assert CodexAdapter().spawn_env({"CODEX_HOME": "/srv/codex",
+    assert ADAPTER.spawn_env({"CODEX_HOME": "/srv/codex",
                                      "OPENAI_CODEX_AUTH_PATH": "/a/auth.json"}) == {
         "OPENAI_CODEX_AUTH_PATH": "/a/auth.json"}
-    assert CodexAdapter().spawn_env({"CODEX_HOME": "", "OPENAI_CODEX_AUTH_PATH": ""}) == {}
+    assert ADAPTER.spawn_env({"CODEX_HOME": "", "OPENAI_CODEX_AUTH_PATH": ""}) == {}
 
 
 def test_auth_file_discovery_order(tmp_path: Path) -> None:
@@ -51,7 +51,7 @@ def test_auth_file_discovery_order(tmp_path: Path) -> None:
 
 
 def test_home_links_the_auth_file_into_the_spawn_home(tmp_path: Path) -> None:
-    adapter = CodexAdapter()
+    adapter = ADAPTER
     assert adapter.home_links({}, tmp_path) == {}
     path = make_auth(tmp_path / ".codex")
     assert adapter.home_links({}, tmp_path) == {".codex/auth.json": path}
@@ -130,7 +130,7 @@ async def test_runner_prepares_an_isolated_codex_spawn(tmp_path: Path) -> None:
         real_home=real_home,
         proxy_env={"PATH": "/usr/bin", "CODEX_HOME": "", "OPENAI_API_KEY": "sk-proxy",
                    "OPENAI_BASE_URL": "http://leak"})
-    runner = CliRunner(CodexAdapter(), FakeSpawner(script), config)
+    runner = CliRunner(ADAPTER, FakeSpawner(script), config)
     request = ChatRequest(model="gpt-5.5", messages=(
         Message(role="system", content=(TextPart(text="Be terse."),)),
         Message(role="user", content=(TextPart(text="Hello?"), ImagePart(url=PNG_URL)))))
@@ -166,7 +166,7 @@ async def test_runner_prepares_an_isolated_codex_spawn(tmp_path: Path) -> None:
 
 async def test_runner_refuses_to_spawn_without_credentials(tmp_path: Path) -> None:
     spawner = FakeSpawner(lambda spec: [Exit(0.0, 0)])
-    runner = CliRunner(CodexAdapter(), spawner, CliConfig(
+    runner = CliRunner(ADAPTER, spawner, CliConfig(
         binary="codex", real_home=tmp_path, proxy_env={"OPENAI_API_KEY": "sk-proxy-only"}))
     events: list[Event] = []
 

@@ -12,7 +12,7 @@ from olp.actors import CapabilityMissing, CliAdapter
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
 from olp.providers._images import decode_image_url
 from olp.providers._prompt import json_instruction
-from olp.providers.codex import CodexAdapter
+from olp.providers.codex import ADAPTER
 
 WORKDIR = Path("/tmp/olp-job-x/work")
 USER_TEXT = "Tell me a secret about ünïcode ✓ and $HOME `rm -rf`"
@@ -48,14 +48,14 @@ def request(*messages: Message, **kw: object) -> ChatRequest:
 
 def invoke(req: ChatRequest, extra_args: tuple[str, ...] = ()) -> tuple[
         list[str], str, dict[str, str], dict[str, bytes], dict[str, str]]:
-    inv = CodexAdapter().invocation(req, binary="/usr/bin/codex", model="gpt-5.5",
+    inv = ADAPTER.invocation(req, binary="/usr/bin/codex", model="gpt-5.5",
                                     workdir=WORKDIR, extra_args=extra_args)
     return (list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.files),
             dict(inv.binary_files), dict(inv.env))
 
 
 def test_adapter_satisfies_the_protocol() -> None:
-    adapter: CliAdapter = CodexAdapter()
+    adapter: CliAdapter = ADAPTER
     assert adapter.name == "openai"
 
 

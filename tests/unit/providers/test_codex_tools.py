@@ -23,7 +23,7 @@ from olp.ir import (
     Usage,
     is_terminal,
 )
-from olp.providers.codex import CodexAdapter, CodexParser
+from olp.providers.codex import ADAPTER, CodexParser
 
 TOOLS = Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference" / "codex" / "tools"
 WORKDIR = Path("/run/olp/job-1")
@@ -33,7 +33,7 @@ WEATHER = ToolSpec(name="get_weather", description="Get the current weather for 
 
 
 def invoke(req: ChatRequest) -> tuple[list[str], str, dict[str, str]]:
-    inv = CodexAdapter().invocation(req, binary="/usr/bin/codex", model="gpt-5.5",
+    inv = ADAPTER.invocation(req, binary="/usr/bin/codex", model="gpt-5.5",
                                     workdir=WORKDIR)
     return list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.files)
 

@@ -11,7 +11,7 @@ from olp.actors import CliConfig, CliRunner
 from olp.actors._process import SpawnSpec
 from olp.actors.testing import Exit, FakeSpawner, Line, Step
 from olp.ir import ChatRequest, Error, Event, Message, Stop, TextDelta, TextPart, Usage
-from olp.providers.gemini import SPEC, GeminiAdapter
+from olp.providers.gemini import ADAPTER, SPEC
 from olp.providers.gemini import _credentials as creds
 
 FIXTURES = (Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference" / "gemini"
@@ -109,7 +109,7 @@ async def test_runner_prepares_an_isolated_gemini_spawn(tmp_path: Path) -> None:
         real_home=real_home,
         proxy_env={"PATH": "/usr/bin", "HOME": str(tmp_path / "nobody"),
                    "GOOGLE_GEMINI_BASE_URL": "http://leak", "GEMINI_CLI_HOME": "/leak"})
-    runner = CliRunner(GeminiAdapter(), FakeSpawner(script), config)
+    runner = CliRunner(ADAPTER, FakeSpawner(script), config)
     request = ChatRequest(model="gemini-2.5-pro", messages=(
         Message(role="system", content=(TextPart(text="Be terse."),)),
         Message(role="user", content=(TextPart(text="/init"),))))
@@ -148,7 +148,7 @@ async def test_a_google_login_is_linked_into_the_spawn(tmp_path: Path) -> None:
         seen["link"] = os.readlink(home / ".gemini" / "oauth_creds.json")
         return [Exit(0.0, 0)]
 
-    runner = CliRunner(GeminiAdapter(), FakeSpawner(script), CliConfig(
+    runner = CliRunner(ADAPTER, FakeSpawner(script), CliConfig(
         binary="gemini", real_home=real_home, proxy_env={"HOME": str(real_home)}))
     events: list[Event] = []
 
@@ -164,7 +164,7 @@ async def test_a_google_login_is_linked_into_the_spawn(tmp_path: Path) -> None:
 
 async def test_no_credentials_means_no_spawn(tmp_path: Path) -> None:
     spawner = FakeSpawner(lambda spec: [Exit(0.0, 0)])
-    runner = CliRunner(GeminiAdapter(), spawner, CliConfig(
+    runner = CliRunner(ADAPTER, spawner, CliConfig(
         binary="gemini", real_home=tmp_path, proxy_env={"HOME": str(tmp_path)}))
     events: list[Event] = []
 

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from olp.actors import CapabilityMissing, Invocation
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
-from olp.providers.gemini import GeminiAdapter
+from olp.providers.gemini import ADAPTER
 from olp.providers.gemini._invocation import (
     COMMAND_GUARD,
     POLICY_FILE,
@@ -35,7 +35,7 @@ def request(*messages: tuple[str, str],
 
 
 def invoke(req: ChatRequest, extra_args: tuple[str, ...] = ()) -> Invocation:
-    return GeminiAdapter().invocation(req, binary="/opt/gemini", model="gemini-2.5-pro",
+    return ADAPTER.invocation(req, binary="/opt/gemini", model="gemini-2.5-pro",
                                       workdir=WORKDIR, extra_args=extra_args)
 
 

@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from olp.ir import Error, Event, Stop, TextDelta, Usage, is_terminal
-from olp.providers.gemini import GeminiAdapter, GeminiParser
+from olp.providers.gemini import ADAPTER, GeminiParser
 from olp.providers.gemini._classify import daily_reset
 
 FIXTURES = (Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference" / "gemini"
@@ -182,5 +182,5 @@ def test_feed_tolerates_odd_objects(obj: dict[str, object]) -> None:
 
 
 def test_the_adapter_makes_a_fresh_parser() -> None:
-    adapter = GeminiAdapter()
+    adapter = ADAPTER
     assert adapter.parser(Path("/w")) is not adapter.parser(Path("/w"))

@@ -28,7 +28,7 @@ from olp.ir import (
     Usage,
     is_terminal,
 )
-from olp.providers.gemini import GeminiAdapter, GeminiParser
+from olp.providers.gemini import ADAPTER, GeminiParser
 from olp.providers.gemini._invocation import (
     NO_MCP_SERVER,
     POLICY,
@@ -56,7 +56,7 @@ def with_text(text: str, tools: tuple[ToolSpec, ...] = (), tool_choice: str | No
 
 
 def invoke(req: ChatRequest) -> Invocation:
-    return GeminiAdapter().invocation(req, binary="/opt/gemini", model="gemini-2.5-pro",
+    return ADAPTER.invocation(req, binary="/opt/gemini", model="gemini-2.5-pro",
                                       workdir=WORKDIR)
 
 
@@ -260,10 +260,10 @@ def test_the_adapter_holds_text_only_for_a_run_with_the_bridge(tmp_path: Path) -
     workdir = tmp_path / "work"
     (tmp_path / "home").mkdir()
     lines = (TOOLS / "result.stdout.jsonl").read_bytes().splitlines()
-    plain = GeminiAdapter().parser(workdir)
+    plain = ADAPTER.parser(workdir)
     assert any(isinstance(e, TextDelta) for line in lines for e in plain.feed(line))
     (tmp_path / "home" / TOOLS_FILE).write_text('{"tools": []}')
-    bridged = GeminiAdapter().parser(workdir)
+    bridged = ADAPTER.parser(workdir)
     assert [e for line in lines for e in bridged.feed(line)] == []
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from olp.providers.qwen import SPEC, QwenAdapter, _credentials
+from olp.providers.qwen import ADAPTER, SPEC, _credentials
 from olp.providers.qwen._credentials import CODING_PLAN_BASE_URL, preflight, spawn_env
 
 HOME = Path("/nonexistent/home")
@@ -24,7 +24,7 @@ def test_the_proxy_env_passes_only_the_coding_plan_key() -> None:
 
 
 def test_no_files_are_linked() -> None:
-    assert QwenAdapter().home_links({}, HOME) == {}
+    assert ADAPTER.home_links({}, HOME) == {}
 
 
 def test_preflight() -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from olp.actors import CapabilityMissing, CliAdapter
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
-from olp.providers.qwen import SPEC, QwenAdapter
+from olp.providers.qwen import ADAPTER, SPEC
 from olp.providers.qwen._invocation import (
     ALL_TOOLS,
     COMMAND_GUARD,
@@ -56,14 +56,14 @@ def request(*messages: Message, **kw: object) -> ChatRequest:
 
 def invoke(req: ChatRequest, extra_args: tuple[str, ...] = (), model: str = "qwen3-coder-plus",
            ) -> tuple[list[str], str, dict[str, str], dict[str, str]]:
-    inv = QwenAdapter().invocation(req, binary="/opt/qwen/bin/qwen", model=model,
+    inv = ADAPTER.invocation(req, binary="/opt/qwen/bin/qwen", model=model,
                                    workdir=WORKDIR, extra_args=extra_args)
     assert inv.files == {} and inv.binary_files == {}  # the working directory stays empty
     return list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.env), dict(inv.home_files)
 
 
 def test_adapter_satisfies_the_protocol_and_the_spec_is_discovered() -> None:
-    adapter: CliAdapter = QwenAdapter()
+    adapter: CliAdapter = ADAPTER
     assert adapter.name == "qwen" == SPEC.name
     assert SPEC.command == "qwen" and SPEC.binary_env == "OLP_QWEN_BIN"
     assert SPEC.risk_tier == "B" and SPEC.warm is None and SPEC.warm_reason

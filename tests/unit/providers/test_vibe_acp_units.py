@@ -16,7 +16,7 @@ from test_vibe_acp import FakeVibeAcp, Turn
 
 from olp.actors import CliConfig, CliRunner, SpawnSpec, WarmSettings
 from olp.ir import ChatRequest, Event, Message, Stop, TextDelta, TextPart
-from olp.providers.vibe import VibeAdapter, _acp_units
+from olp.providers.vibe import ADAPTER, _acp_units
 from olp.providers.vibe._acp_units import AcpUnits
 
 MODEL = "devstral-2-25-12"
@@ -58,7 +58,7 @@ def make_runner(tmp_path: Path) -> tuple[CliRunner, AcpSpawner]:
     spawner = AcpSpawner()
     home = tmp_path / "realhome"
     home.mkdir()
-    runner = CliRunner(VibeAdapter(), spawner,  # type: ignore[arg-type]
+    runner = CliRunner(ADAPTER, spawner,  # type: ignore[arg-type]
                        CliConfig(binary="/opt/vibe/bin/vibe", env={"MISTRAL_API_KEY": "k"},
                                  real_home=home, proxy_env={"PATH": "/usr/bin"}),
                        warm=WarmSettings(size=1), units=AcpUnits())

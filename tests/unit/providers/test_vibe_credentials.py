@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from olp.ir import Error
-from olp.providers.vibe import VibeAdapter
+from olp.providers.vibe import ADAPTER
 from olp.providers.vibe import _credentials as creds
 
 ALWAYS = {"VIBE_ENABLE_TELEMETRY": "false", "VIBE_ENABLE_UPDATE_CHECKS": "false"}
@@ -20,7 +20,7 @@ def env_file(path: Path, text: str = "MISTRAL_API_KEY=sk-from-file\n") -> Path:
 
 
 def test_spawn_env_passes_only_the_key_and_the_auth_path() -> None:
-    adapter = VibeAdapter()
+    adapter = ADAPTER
     proxy_env = {"MISTRAL_API_KEY": "k", "MISTRAL_VIBE_AUTH_PATH": "/a/.env",
                  "VIBE_HOME": "/v", "VIBE_ACTIVE_MODEL": "x", "PATH": "/bin", "HOME": "/root",
                  "OPENAI_API_KEY": "no"}
@@ -32,12 +32,12 @@ def test_spawn_env_passes_only_the_key_and_the_auth_path() -> None:
 
 def test_the_users_vibe_home_becomes_the_auth_path() -> None:
     # VIBE_HOME itself is never passed on: each spawn has its own
-    assert VibeAdapter().spawn_env({"VIBE_HOME": "/srv/vibe"}) == {
+    assert ADAPTER.spawn_env({"VIBE_HOME": "/srv/vibe"}) == {
         **ALWAYS, "MISTRAL_VIBE_AUTH_PATH": "/srv/vibe/.env"}
 
 
 def test_home_links_default_location(tmp_path: Path) -> None:
-    adapter = VibeAdapter()
+    adapter = ADAPTER
     assert adapter.home_links({}, tmp_path) == {}
     path = env_file(tmp_path / ".vibe" / ".env")
     assert adapter.home_links({}, tmp_path) == {".vibe/.env": path}
@@ -47,50 +47,50 @@ def test_home_links_ignore_the_spawns_own_vibe_home(tmp_path: Path) -> None:
     real = env_file(tmp_path / "real" / ".vibe" / ".env")
     spawn_home = tmp_path / "job" / "home"
     env = {"HOME": str(spawn_home), "VIBE_HOME": str(spawn_home / ".vibe")}
-    assert VibeAdapter().home_links(env, tmp_path / "real") == {".vibe/.env": real}
+    assert ADAPTER.home_links(env, tmp_path / "real") == {".vibe/.env": real}
 
 
 def test_home_links_honour_vibe_home_and_auth_path(tmp_path: Path) -> None:
     env_file(tmp_path / ".vibe" / ".env")
     other = env_file(tmp_path / "other" / ".env")
-    assert VibeAdapter().home_links({"VIBE_HOME": str(tmp_path / "other")}, tmp_path) == {
+    assert ADAPTER.home_links({"VIBE_HOME": str(tmp_path / "other")}, tmp_path) == {
         ".vibe/.env": other}
     chosen = env_file(tmp_path / "secrets" / "mistral.env")
     env = {"VIBE_HOME": str(tmp_path / "other"), "MISTRAL_VIBE_AUTH_PATH": str(chosen)}
-    assert VibeAdapter().home_links(env, tmp_path) == {".vibe/.env": chosen}
+    assert ADAPTER.home_links(env, tmp_path) == {".vibe/.env": chosen}
     # MISTRAL_VIBE_AUTH_PATH is exclusive: a missing file there means no link at all
     env = {"MISTRAL_VIBE_AUTH_PATH": str(tmp_path / "missing.env")}
-    assert VibeAdapter().home_links(env, tmp_path) == {}
+    assert ADAPTER.home_links(env, tmp_path) == {}
 
 
 def test_preflight_accepts_a_key_in_the_env(tmp_path: Path) -> None:
-    assert VibeAdapter().preflight({"MISTRAL_API_KEY": "k"}, tmp_path) is None
+    assert ADAPTER.preflight({"MISTRAL_API_KEY": "k"}, tmp_path) is None
 
 
 def test_preflight_accepts_a_key_file(tmp_path: Path) -> None:
     env_file(tmp_path / ".vibe" / ".env", '# comment\nexport MISTRAL_API_KEY="sk-1"\n')
-    assert VibeAdapter().preflight({}, tmp_path) is None
+    assert ADAPTER.preflight({}, tmp_path) is None
     path = env_file(tmp_path / "elsewhere" / ".env")
-    assert VibeAdapter().preflight({"MISTRAL_VIBE_AUTH_PATH": str(path)}, tmp_path / "x") is None
-    assert VibeAdapter().preflight({"VIBE_HOME": str(path.parent)}, tmp_path / "x") is None
+    assert ADAPTER.preflight({"MISTRAL_VIBE_AUTH_PATH": str(path)}, tmp_path / "x") is None
+    assert ADAPTER.preflight({"VIBE_HOME": str(path.parent)}, tmp_path / "x") is None
 
 
 @pytest.mark.parametrize("text", ["", "MISTRAL_API_KEY=\n", "OTHER_KEY=1\n",
                                   "MISTRAL_API_KEY=''\n", "# MISTRAL_API_KEY=sk\n"])
 def test_preflight_rejects_a_file_without_a_key(tmp_path: Path, text: str) -> None:
     env_file(tmp_path / ".vibe" / ".env", text)
-    missing = VibeAdapter().preflight({}, tmp_path)
+    missing = ADAPTER.preflight({}, tmp_path)
     assert isinstance(missing, Error)
     assert (missing.code, missing.category) == ("AUTH_MISSING", "auth")
     assert "MISTRAL_API_KEY" in missing.message and "~/.vibe/.env" in missing.message
 
 
 def test_preflight_without_anything(tmp_path: Path) -> None:
-    assert isinstance(VibeAdapter().preflight({"MISTRAL_API_KEY": ""}, tmp_path), Error)
+    assert isinstance(ADAPTER.preflight({"MISTRAL_API_KEY": ""}, tmp_path), Error)
     # an auth path that does not exist is not rescued by ~/.vibe/.env
     env_file(tmp_path / ".vibe" / ".env")
     env = {"MISTRAL_VIBE_AUTH_PATH": str(tmp_path / "nope.env")}
-    assert isinstance(VibeAdapter().preflight(env, tmp_path), Error)
+    assert isinstance(ADAPTER.preflight(env, tmp_path), Error)
 
 
 def test_has_key_tolerates_unreadable_files(tmp_path: Path) -> None:

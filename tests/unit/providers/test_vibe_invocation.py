@@ -10,7 +10,7 @@ import pytest
 
 from olp.actors import CapabilityMissing, CliAdapter
 from olp.ir import ChatRequest, ImagePart, Message, TextPart
-from olp.providers.vibe import VibeAdapter
+from olp.providers.vibe import ADAPTER
 from olp.providers.vibe._invocation import TOOLS_OFF_ENV
 
 BASE = Path("/tmp/olp-job-x")
@@ -30,14 +30,14 @@ def request(*messages: Message, **kw: object) -> ChatRequest:
 
 def invoke(req: ChatRequest, extra_args: tuple[str, ...] = (), model: str = "devstral-2-25-12",
            ) -> tuple[list[str], str, dict[str, str]]:
-    inv = VibeAdapter().invocation(req, binary="/opt/vibe/bin/vibe", model=model,
+    inv = ADAPTER.invocation(req, binary="/opt/vibe/bin/vibe", model=model,
                                    workdir=WORKDIR, extra_args=extra_args)
     assert inv.files == {} and inv.binary_files == {}
     return list(inv.argv), inv.stdin.decode("utf-8"), dict(inv.env)
 
 
 def test_adapter_satisfies_the_protocol() -> None:
-    adapter: CliAdapter = VibeAdapter()
+    adapter: CliAdapter = ADAPTER
     assert adapter.name == "mistral"
 
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from olp.actors import LineParser
 from olp.ir import Error, Event, Stop, TextDelta, Usage, is_terminal
-from olp.providers.vibe import VibeAdapter, VibeParser
+from olp.providers.vibe import ADAPTER, VibeParser
 
 FIXTURES = (Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference" / "vibe"
             / "transcripts")
@@ -227,7 +227,7 @@ def test_feed_after_finish_gives_nothing(tmp_path: Path) -> None:
 
 
 def test_the_adapter_gives_a_parser_reading_the_spawns_export(tmp_path: Path) -> None:
-    parser: LineParser = VibeAdapter().parser(tmp_path)
+    parser: LineParser = ADAPTER.parser(tmp_path)
     (tmp_path / "out").mkdir()
     shutil.copy(FIXTURES / "success_with_export.streaming.export.json",
                 tmp_path / "out" / "export.json")
