@@ -7,7 +7,6 @@ is in them within about a quarter of a second of its end).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from functools import partial
@@ -29,6 +28,7 @@ from olp.accounting import (
 from olp.store import Database
 
 from ._errors import ApiError
+from ._json_response import json_response
 
 MAX_DAYS = 400
 
@@ -48,7 +48,7 @@ def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], 
         owner_only()
         now = time.time()
         figures = await trio.to_thread.run_sync(quota_figures, db, now)
-        return _json(quota_view(**quota_inputs(), figures=figures, now=now))
+        return json_response(quota_view(**quota_inputs(), figures=figures, now=now))
 
     @app.get("/v0/usage")
     async def own_usage() -> Response:
@@ -56,8 +56,8 @@ def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], 
         days = _int_arg("days", 30, 1, MAX_DAYS)
         rows = await trio.to_thread.run_sync(partial(
             usage_report, db, time.time(), days=days, key=str(g.principal.key_id)))
-        return _json({"object": "usage", "key": g.principal.name, "days": days,
-                      "totals": usage_totals(rows), "data": rows})
+        return json_response({"object": "usage", "key": g.principal.name, "days": days,
+                              "totals": usage_totals(rows), "data": rows})
 
     @app.get("/v0/management/usage")
     async def all_usage() -> Response:
@@ -71,8 +71,9 @@ def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], 
         keys: dict[str, list[dict[str, Any]]] = {}
         for row in rows:
             keys.setdefault(row["key_name"], []).append(row)
-        return _json({"object": "usage", "days": days, "totals": usage_totals(rows),
-                      "keys": {k: usage_totals(v) for k, v in keys.items()}, "data": rows})
+        return json_response({"object": "usage", "days": days, "totals": usage_totals(rows),
+                              "keys": {k: usage_totals(v) for k, v in keys.items()},
+                              "data": rows})
 
     @app.get("/v0/management/audit")
     async def audit() -> Response:
@@ -86,7 +87,7 @@ def add_routes(app: QuartTrio, db: Database | None, *, owner_only: Callable[[], 
         rows, next_cursor = await trio.to_thread.run_sync(partial(
             audit_page, db, key_name=request.args.get("key") or None, since=since,
             cursor=cursor, limit=limit))
-        return _json({"object": "list", "data": rows, "next_cursor": next_cursor})
+        return json_response({"object": "list", "data": rows, "next_cursor": next_cursor})
 
 
 def _since_arg() -> float | None:
@@ -113,7 +114,3 @@ def _int_arg(name: str, default: int | None, low: int, high: int) -> Any:
         raise ApiError(400, f"{name} must be a whole number from {low} to {high}.",
                        "invalid_request_error", "invalid_parameter", name)
     return value
-
-
-def _json(body: Any) -> Response:
-    return Response(json.dumps(body), status=200, content_type="application/json")

@@ -88,7 +88,9 @@ async def probe_versions(runtime: provider_actors.Runtime, names: list[str] | No
 
 def apply(services: Services, engine: Engine, settings: Settings,
           runtime: provider_actors.Runtime, registry: Registry) -> None:
-    """Point the engine and the app at ``runtime`` and ``settings`` (sync: all at once)."""
+    """Point the engine and the app at ``runtime`` and ``settings`` (sync: all at once): the
+    fields of ``services`` a config sets are replaced in place, the rest (built at start from
+    ``server.*`` and ``cache.*``) stay."""
     router = build_router(settings, registry, runtime.providers)
     engine.reconfigure(router, runtime.actors, cli_retry_budget_s={
         n: p.settings.cli_retry_budget_s for n, p in runtime.providers.items()})
@@ -105,22 +107,17 @@ def apply(services: Services, engine: Engine, settings: Settings,
 
 
 @dataclass(slots=True)
-class Reloader:
-    """Owns the running configuration; :meth:`reload` replaces it (one reload at a time)."""
+class RunningConfig:
+    """The configuration in force and the record of its reloads: what :meth:`Reloader.reload`
+    replaces, and what ``/health`` (owner) and ``olp reload`` show (:meth:`state`)."""
 
     settings: Settings
     runtime: provider_actors.Runtime
-    engine: Engine
-    services: Services
-    registry: Registry
-    environ: Mapping[str, str]
-    nursery: trio.Nursery | None = None  # where actors run (set once the server serves)
     generation: int = 1
     loaded_at: float = field(default_factory=time.time)
     last_error: str | None = None
     last_attempt_at: float | None = None
     last: dict[str, Any] = field(default_factory=dict)
-    _lock: trio.Lock = field(default_factory=trio.Lock)
 
     def state(self) -> dict[str, Any]:
         """For ``/health`` (owner) and ``olp reload``."""
@@ -128,20 +125,35 @@ class Reloader:
                 "path": str(self.settings.config_path), "last_error": self.last_error,
                 "last_attempt_at": self.last_attempt_at, **self.last}
 
+
+@dataclass(slots=True)
+class Reloader:
+    """Replaces ``running`` (one reload at a time) and points the engine and the app's
+    ``services`` at the new one."""
+
+    running: RunningConfig
+    engine: Engine
+    services: Services
+    registry: Registry
+    environ: Mapping[str, str]
+    nursery: trio.Nursery | None = None  # where actors run (set once the server serves)
+    _lock: trio.Lock = field(default_factory=trio.Lock)
+
     async def reload(self) -> bool:
         """Re-read the config and apply it (see the module docstring); False if it was
         refused (the running config stays). Blocks on disk and the CLIs' ``--version``."""
+        running = self.running
         async with self._lock:
-            self.last_attempt_at, self.last_error = time.time(), None
+            running.last_attempt_at, running.last_error = time.time(), None
             try:
                 settings = await trio.to_thread.run_sync(load_settings, self.environ)
             except ConfigError as exc:
-                self.last_error = str(exc)
+                running.last_error = str(exc)
                 log.error("config reload refused; the running config stays",
                           extra={"event": "reload_failed", "error": str(exc)})
                 return False
             assert self.nursery is not None, "reload before the server started"
-            old = self.runtime
+            old = running.runtime
             runtime = await trio.to_thread.run_sync(provider_actors.build, settings, self.environ)
             kept, started = await self._keep_unchanged(old, runtime, settings)
             for name in started:
@@ -149,19 +161,19 @@ class Reloader:
             await probe_versions(runtime, started)
             retired = [(n, a) for n, a in old.actors.items()
                        if runtime.actors.get(n) is not a]
-            restart = [s for s in RESTART_SECTIONS if getattr(self.settings.config, s)
+            restart = [s for s in RESTART_SECTIONS if getattr(running.settings.config, s)
                        != getattr(settings.config, s)]
             apply(self.services, self.engine, settings, runtime, self.registry)
             for _, actor in retired:
                 actor.retire()
                 self.nursery.start_soon(_close_when_idle, actor)
-            self.settings, self.runtime = settings, runtime
-            self.generation += 1
-            self.loaded_at, self.last_error = time.time(), None
-            self.last = {"kept": kept, "started": started,
-                         "retired": [n for n, _ in retired], "needs_restart": restart}
-            log.info("config reloaded", extra={"event": "reloaded", **self.last,
-                                               "generation": self.generation})
+            running.settings, running.runtime = settings, runtime
+            running.generation += 1
+            running.loaded_at, running.last_error = time.time(), None
+            running.last = {"kept": kept, "started": started,
+                            "retired": [n for n, _ in retired], "needs_restart": restart}
+            log.info("config reloaded", extra={"event": "reloaded", **running.last,
+                                               "generation": running.generation})
             if restart:
                 log.warning("these config sections change only on a restart: %s",
                             ", ".join(restart), extra={"event": "reload_needs_restart"})
@@ -174,7 +186,7 @@ class Reloader:
         kept, started = [], []
         for name, actor in list(new.actors.items()):
             previous = old.actors.get(name)
-            if previous is not None and _same(self.settings, settings, name):
+            if previous is not None and _same(self.running.settings, settings, name):
                 new.actors[name] = previous
                 report = old.reports.get(name)
                 if report is not None:

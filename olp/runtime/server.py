@@ -34,9 +34,17 @@ from olp.actors import CURRENT_RUN_DIR, RunDir, reap_leftovers
 from olp.cache import CacheStore, Singleflight
 from olp.config import Settings, load_registry
 from olp.engine import Engine, HealthBook, Ledger, Sources
-from olp.http import STOPPING, HeaderPolicy, Services, Stopping, create_app, drain_aware
+from olp.http import STOPPING, Services, Stopping, create_app, drain_aware
 from olp.runtime import logs, provider_actors
-from olp.runtime.reload import Reloader, health_policy, probe_versions, retention, soft_limits
+from olp.runtime.reload import (
+    Reloader,
+    RunningConfig,
+    header_policy,
+    health_policy,
+    probe_versions,
+    retention,
+    soft_limits,
+)
 from olp.runtime.routing import build_router, model_listing
 from olp.store import (
     HEALTH_STATE,
@@ -197,40 +205,36 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
                         on_change=changes.notify,
                         cli_retry_budget_s={n: p.settings.cli_retry_budget_s
                                             for n, p in runtime.providers.items()})
-        services = Services(
-            engine=engine, keys=keys,
-            models=partial(model_listing, registry, router, frozenset(actors)),
-            actors=actors, cache=cache, flights=flights,
-            provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
-            headers=HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
-                                 frozenset(n for n, r in runtime.reports.items()
-                                           if r.metered)),
-            max_body_bytes=settings.config.server.max_body_bytes,
-            allow_anonymous=settings.config.auth.allow_anonymous,
-            heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000)
-        seeds = await trio.to_thread.run_sync(load_counts, db, time.time())
-        services.limiter = RequestLimiter(seeds, monotonic=trio.current_time)
-        services.recorder = Recorder(db, retention=retention(settings))
-        services.db = db
-        services.metrics_access = settings.config.server.metrics
-        services.dashboard = settings.config.server.dashboard
-        reloader = Reloader(settings, runtime, engine, services, registry, environ)
-        services.config_state = reloader.state
-        app = create_app(services)
+        limiter = RequestLimiter(await trio.to_thread.run_sync(load_counts, db, time.time()),
+                                 monotonic=trio.current_time)
+        recorder = Recorder(db, retention=retention(settings))
+        running = RunningConfig(settings, runtime)
         try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_persist_state, engine, state, changes)
+            async with trio.open_nursery() as background:
+                background.start_soon(_persist_state, engine, state, changes)
                 libc = glibc()
                 if libc is not None:
                     trim = partial(trio.to_thread.run_sync, libc.malloc_trim, 0)
-                    nursery.start_soon(trim_malloc, trim, MALLOC_TRIM_EVERY_S)
-                await nursery.start(flights.run)
-                services.background = nursery
-                await _serve_app(app, settings, reloader, task_status)
-                nursery.cancel_scope.cancel(reason="stopped")
+                    background.start_soon(trim_malloc, trim, MALLOC_TRIM_EVERY_S)
+                await background.start(flights.run)
+                services = Services(
+                    engine=engine, keys=keys,
+                    models=partial(model_listing, registry, router, frozenset(actors)),
+                    actors=actors, cache=cache, flights=flights,
+                    provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
+                    headers=header_policy(settings, runtime),
+                    max_body_bytes=settings.config.server.max_body_bytes,
+                    allow_anonymous=settings.config.auth.allow_anonymous,
+                    heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000,
+                    background=background, limiter=limiter, recorder=recorder, db=db,
+                    metrics_access=settings.config.server.metrics,
+                    config_state=running.state, dashboard=settings.config.server.dashboard)
+                reloader = Reloader(running, engine, services, registry, environ)
+                await _serve_app(create_app(services), settings, reloader, task_status)
+                background.cancel_scope.cancel(reason="stopped")
         finally:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
-                await reloader.runtime.aclose()
+                await running.runtime.aclose()
     finally:
         db.close()
 
@@ -252,7 +256,7 @@ async def _serve_app(app: Any, settings: Settings, reloader: Reloader,
                         partial(root.start_soon, reloader.reload))
         root.start_soon(_end_drain, shutdown, stopping, grace)
         async with trio.open_nursery() as inner:
-            for actor in reloader.runtime.actors.values():
+            for actor in reloader.running.runtime.actors.values():
                 await inner.start(actor.run)
             reloader.nursery = inner  # where a reload starts (and retires) actors
 
@@ -264,7 +268,7 @@ async def _serve_app(app: Any, settings: Settings, reloader: Reloader,
 
             urls = await inner.start(http)
             log.info("listening", extra={"urls": urls, "version": __version__,
-                                         "providers": list(reloader.runtime.actors)})
+                                         "providers": list(reloader.running.runtime.actors)})
             task_status.started(urls)
         root.cancel_scope.cancel(reason="stopped")
     log.info("stopped")

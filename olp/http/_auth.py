@@ -1,0 +1,92 @@
+"""Who is calling: the ``before_request`` hook that names every request's principal (an OLP
+key in ``Authorization: Bearer`` or ``x-api-key``; a dashboard session; the opt-in anonymous
+guest; the loopback metrics scraper) and :func:`owner_only` for the owner's endpoints."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import trio
+from quart import g, request
+from quart_trio import QuartTrio
+
+from . import _dashboard
+from ._errors import ApiError
+from ._services import Services
+from ._trace import Trace
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Anonymous:
+    key_id: str = "anonymous"  # its own cache namespace
+    name: str = "anonymous"
+    tier: str = "guest"
+
+
+ANONYMOUS = _Anonymous()
+#: Who scrapes ``/metrics`` without a key from a loopback address (``server.metrics``
+#: ``"loopback"``); it can read nothing else.
+METRICS_SCRAPER = _Anonymous(key_id="metrics", name="metrics")
+#: A dashboard visitor not logged in: it can reach the login page only.
+VISITOR = _Anonymous(key_id="visitor", name="visitor")
+
+
+def add_auth(app: QuartTrio, services: Services, sessions: _dashboard.Sessions) -> None:
+    """Register the hook that starts each request's :class:`Trace` and sets ``g.principal``,
+    or refuses the request (401 for a missing or wrong key; 403/404 for a dashboard path the
+    ``server.dashboard`` setting closes)."""
+
+    @app.before_request
+    async def _authenticate() -> None:
+        g.t0 = trio.current_time()
+        rule = request.url_rule.rule if request.url_rule is not None else request.path
+        g.trace = Trace(f"{request.method} {rule}", t0=g.t0)
+        if _dashboard.is_dashboard_path(request.path):
+            if services.dashboard == "off":
+                raise ApiError(404, "The dashboard is off here (server.dashboard).",
+                               "invalid_request_error", "not_found")
+            if services.dashboard == "loopback" and not from_loopback():
+                raise ApiError(403, "The dashboard answers only on this machine (set "
+                               "server.dashboard to \"on\" to open it).", "permission_error",
+                               "dashboard_loopback_only")
+            principal = _dashboard.session_principal(sessions)
+            g.principal = principal or VISITOR
+            if principal is not None:
+                g.trace.key, g.trace.key_name = str(principal.key_id), principal.name
+            return
+        token = token_from_headers()
+        if request.path == "/metrics" and services.metrics_access == "loopback" \
+                and token is None and from_loopback():
+            g.principal = METRICS_SCRAPER  # server.metrics "loopback": no key from here
+            return
+        principal = await services.keys.authenticate(token) if token else None
+        if token is None and services.allow_anonymous:
+            principal = ANONYMOUS  # opt-in (auth.allow_anonymous); a wrong key is still a 401
+        if principal is None:
+            raise ApiError(401, "Invalid or missing OLP API key: send `Authorization: Bearer "
+                                "<key>` or `x-api-key: <key>`.", "invalid_request_error",
+                           "invalid_api_key")
+        g.principal = principal
+        g.trace.key, g.trace.key_name = str(principal.key_id), principal.name
+
+
+def owner_only() -> None:
+    """Refuse (403) a request whose key is not the owner's."""
+    if g.principal.tier != "owner":
+        raise ApiError(403, "This endpoint is for the owner's key only.",
+                       "permission_error", "owner_only")
+
+
+def token_from_headers() -> str | None:
+    auth = request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    key = request.headers.get("x-api-key", "").strip()
+    return key or None
+
+
+def from_loopback() -> bool:
+    """Whether the client's address is a loopback one (IPv4 127/8 or ``::1``)."""
+    addr = request.remote_addr or ""
+    return addr.startswith("127.") or addr in ("::1", "::ffff:127.0.0.1")
