@@ -1,11 +1,11 @@
 """``olp migrate-from-ocp``: bring an OCP household over with every client still working.
 
-OCP (OLP's Node predecessor) keeps its keys in ``~/.ocp/ocp.db`` (``../shared/reference/
-ocp-keystore.md``): the ``key`` column holds the plaintext key, quotas are request counts per
-day, week and month. Each non-revoked key is imported under its name with the **same key
-value**, stored hashed like OLP's own, its quotas becoming ``per_day``/``per_week``/
-``per_month`` limits; with ``--with-usage`` its ``usage_log`` becomes ledger rows (requests,
-served, characters — OCP counted characters, not tokens — under the provider ``ocp``).
+OCP, OLP's Node predecessor, keeps its keys in plaintext in ``~/.ocp/ocp.db``. Each
+non-revoked one is imported under its name with the **same key value**, stored hashed like
+OLP's own, its quotas becoming ``per_day``/``per_week``/``per_month`` limits; with
+``--with-usage`` its ``usage_log`` becomes ledger rows (requests, served, characters — OCP
+counted characters, not tokens — under the provider ``ocp``). OCP's store, and why each
+choice, are in ``docs/adr/0017-migrating-from-ocp.md``.
 
 The OCP store is opened read-only (``mode=ro``) and never written. Everything OLP stores
 happens in one transaction, so a failure imports nothing, and a second run adds nothing
@@ -16,20 +16,77 @@ A store that is missing, locked, unreadable or of a schema this does not know is
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import json
 import sqlite3
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from olp.store import Database, ImportedKey, ImportResult, KeyPolicy, Limits, import_keys
+from olp.config import Settings
+from olp.store import (
+    Database,
+    ImportedKey,
+    ImportResult,
+    KeyNameError,
+    KeyPolicy,
+    Limits,
+    import_keys,
+)
+
+from ._args import Commands, user_home
 
 #: Usage rows between two progress lines.
 PROGRESS_EVERY = 10_000
 #: ``state`` entry: the highest OCP ``usage_log.id`` already imported.
 USAGE_MARK = "migrate.ocp.usage_log_id"
 _QUOTAS = {"quota_daily": "per_day", "quota_weekly": "per_week", "quota_monthly": "per_month"}
+
+
+def add_migrate(commands: Commands) -> None:
+    ocp = commands.add_parser("migrate-from-ocp", help="import OCP's keys (unchanged, so every "
+                                                      "client keeps working) and their quotas")
+    ocp.add_argument("--ocp-db", metavar="PATH", help="OCP's store (default ~/.ocp/ocp.db)")
+    ocp.add_argument("--dry-run", action="store_true", help="say what would be imported; "
+                                                            "store nothing")
+    ocp.add_argument("--with-usage", action="store_true",
+                     help="also import OCP's usage history into the ledger")
+    ocp.add_argument("--json", action="store_true", help="print the report as JSON")
+    ocp.set_defaults(handler=_command)
+
+
+def _command(settings: Settings, args: argparse.Namespace) -> int:
+    """Import, then report; 1 with nothing imported on any error."""
+    source = Path(args.ocp_db).expanduser() if args.ocp_db else default_ocp_db(user_home())
+    try:
+        with Database(settings.db_path) as db:
+            report = migrate(source, db, dry_run=args.dry_run, with_usage=args.with_usage,
+                             progress=lambda line: print(f"olp: {line}", file=sys.stderr,
+                                                         flush=True))
+    except (MigrationError, KeyNameError) as exc:
+        print(f"olp: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps({"source": str(source), **report.as_dict()}))
+        return 0
+    verb = "Would import" if args.dry_run else "Imported"
+    new = [k for k in report.keys if k.imported]
+    print(f"{verb} {len(new)} key(s) from {source}"
+          + (f"; {len(report.keys) - len(new)} already here" if len(new) < len(report.keys)
+             else "") + (f"; {report.revoked_skipped} revoked left out"
+                         if report.revoked_skipped else "") + ".")
+    for k in new:
+        print(f"  {k.origin} -> key {k.key_id} ({k.name})")
+    if args.with_usage:
+        print(f"{verb} {report.usage_rows} usage row(s) into the ledger"
+              + (f"; {report.usage_skipped} of keys not imported left out"
+                 if report.usage_skipped else "") + ".")
+    if not args.dry_run and new:
+        print("Their clients keep working with the same keys; OCP's store was not changed.")
+    return 0
 
 
 class MigrationError(Exception):

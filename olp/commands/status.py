@@ -5,6 +5,7 @@ requests go.
 config like ``olp doctor`` (which entries are pruned, and why, needs no running proxy), adding
 the live cooldowns and circuits when a proxy answers, else the ones it last saved. Both print
 for a person, or with ``--json`` one object. They block on I/O (a command, not the server).
+Their commands (:mod:`.admin`) import this module when they run: it builds the provider stack.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from olp.config import Settings, load_registry
@@ -20,12 +21,12 @@ from olp.engine import UnknownModel, UnusableChain
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router
 
-Fetch = Callable[[str], "Mapping[str, Any] | None"]
+from ._tables import duration
 
 
 def status(health: Mapping[str, Any], out: TextIO) -> None:
     """The running proxy's ``/health`` (owner view) for a person."""
-    print(f"OLP {health.get('version', '?')}, up {_duration(health.get('uptime_s', 0))}",
+    print(f"OLP {health.get('version', '?')}, up {duration(health.get('uptime_s', 0))}",
           file=out)
     for name, p in health.get("providers", {}).items():
         if not p.get("running"):
@@ -40,7 +41,7 @@ def status(health: Mapping[str, Any], out: TextIO) -> None:
         print(line, file=out)
         for cooling in p.get("cooling", []):
             print(f"  {'':<10} cooling ({cooling['reason']}) for "
-                  f"{_duration(cooling['remaining_s'])}", file=out)
+                  f"{duration(cooling['remaining_s'])}", file=out)
         if p.get("circuit_open"):
             print(f"  {'':<10} circuit open", file=out)
     for name, chain in health.get("chains", {}).items():
@@ -101,19 +102,11 @@ def print_chains(view: Mapping[str, Any], out: TextIO) -> None:
 
 
 def _resting(provider: str, resilience: Mapping[str, Any], now: float) -> list[str]:
-    out = [f"cooling ({c.get('reason')}) for {_duration(float(c['until']) - now)}"
+    out = [f"cooling ({c.get('reason')}) for {duration(float(c['until']) - now)}"
            for c in resilience.get("cooldowns", [])
            if c.get("provider") == provider and float(c.get("until", 0)) > now]
-    out += [f"circuit open for {_duration(float(c['open_until']) - now)}"
+    out += [f"circuit open for {duration(float(c['open_until']) - now)}"
             for c in resilience.get("circuits", [])
             if c.get("provider") == provider and float(c.get("open_until", 0)) > now]
     return out
 
-
-def _duration(seconds: float) -> str:
-    s = max(0, int(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"

@@ -1,5 +1,5 @@
 """``olp migrate-from-ocp`` against OCP stores built to the documented schema
-(``../shared/reference/ocp-keystore.md``): keys keep their values and quotas, revoked ones stay
+(``docs/adr/0017-migrating-from-ocp.md``): keys keep their values and quotas, revoked ones stay
 behind, usage history comes over as characters, a second run adds nothing, a dry run stores
 nothing, OCP's file is never changed, and a missing, locked or unknown store is a clear error
 with nothing half-imported."""

@@ -1,0 +1,150 @@
+"""``olp usage``, ``olp audit`` and ``olp quota``: who used what, the audit trail, and each
+provider's quota state (ADR 0016). They read the database; ``quota`` asks the running proxy
+first."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from olp.config import ConfigError, Settings
+from olp.store import HEALTH_STATE, Database, StateStore
+
+from . import _proxy_client
+from ._args import Commands, positive
+from ._proxy_client import Proxy
+from ._tables import minute, print_rows
+
+
+def add_usage(commands: Commands) -> None:
+    usage = commands.add_parser("usage", help="who used what: requests, tokens, fallbacks and "
+                                              "cache hits per key, provider, model and day")
+    usage.add_argument("--key", metavar="NAME", help="only this key's usage")
+    usage.add_argument("--days", type=positive, default=30, metavar="N",
+                       help="the last N UTC days, today included (default 30)")
+    usage.add_argument("--json", action="store_true", help="print the rows as a JSON array")
+    usage.set_defaults(handler=_usage)
+
+
+def add_audit(commands: Commands) -> None:
+    audit = commands.add_parser("audit", help="the audit trail: one row per request (never "
+                                              "its text), refused ones included")
+    audit.add_argument("--key", metavar="NAME", help="only this key's requests")
+    audit.add_argument("--since", metavar="ISO", help="from this time (ISO 8601, UTC unless "
+                                                      "it says otherwise; or Unix seconds)")
+    audit.add_argument("--limit", type=positive, default=50, metavar="N",
+                       help="at most N rows (default 50; the latest, without --since)")
+    audit.add_argument("--json", action="store_true", help="print JSON lines, one per row")
+    audit.set_defaults(handler=_audit)
+
+
+def add_quota(commands: Commands) -> None:
+    quota = commands.add_parser("quota", help="each provider's state, the usage windows its "
+                                              "CLI reported, OLP's own counts and the next "
+                                              "reset")
+    quota.add_argument("--json", action="store_true", help="print the view as JSON")
+    quota.set_defaults(handler=_quota)
+    _proxy_client.add_flags(quota)
+
+
+def _usage(settings: Settings, args: argparse.Namespace) -> int:
+    from olp.accounting import usage_report, usage_totals
+
+    with Database(settings.db_path) as db:
+        rows = usage_report(db, time.time(), days=args.days, key_name=args.key)
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    if not rows:
+        print(f"No usage in the last {args.days} day(s)"
+              + (f" for key {args.key!r}." if args.key else "."))
+        return 0
+    header = ("DAY", "KEY", "PROVIDER", "MODEL", "REQ", "SERVED", "REFUSED", "FAILED_HOPS",
+              "FALLBACKS", "HITS", "PROMPT_TOK", "COMPL_TOK", "SPAWN_S")
+    cells = [header] + [
+        (r["day"], r["key_name"], r["provider"], r["model"], str(r["requests"]),
+         str(r["served"]), str(r["refused"]), str(r["failed_hops"]), str(r["fallbacks"]),
+         str(r["cache_hits"]), str(r["prompt_tokens"]), str(r["completion_tokens"]),
+         f"{r['spawn_seconds']:.1f}") for r in rows]
+    totals = usage_totals(rows)
+    cells.append(("total", "", "", "", *(str(totals[n]) for n in (
+        "requests", "served", "refused", "failed_hops", "fallbacks", "cache_hits",
+        "prompt_tokens", "completion_tokens")), f"{totals['spawn_seconds']:.1f}"))
+    print_rows(cells, sys.stdout)
+    return 0
+
+
+def _audit(settings: Settings, args: argparse.Namespace) -> int:
+    from olp.accounting import audit_page, parse_since
+
+    try:
+        since = None if args.since is None else parse_since(args.since)
+    except ValueError:
+        raise ConfigError(f"--since {args.since!r} is not a time: give ISO 8601 "
+                          "(2026-12-01T08:00:00Z) or Unix seconds") from None
+    with Database(settings.db_path) as db:
+        rows, _ = audit_page(db, key_name=args.key, since=since, limit=args.limit)
+    if args.json:
+        for row in rows:
+            print(json.dumps(row))
+        return 0
+    if not rows:
+        print("No audit rows" + (f" for key {args.key!r}." if args.key else "."))
+        return 0
+    cells = [("TIME", "REQUEST", "KEY", "ENDPOINT", "MODEL", "SERVED_BY", "HOPS", "STATUS",
+              "CACHE", "MS", "TOKENS", "OUTCOME")]
+    for r in rows:
+        tokens = "-" if r["prompt_tokens"] is None else \
+            f"{r['prompt_tokens']}+{r['completion_tokens']}"
+        served = "-" if r["provider"] is None else f"{r['provider']}/{r['model']}"
+        cells.append((time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(r["at"])),
+                      r["request_id"], r["key_name"] or "-", r["endpoint"].replace(" ", ":"),
+                      r["requested_model"] or "-", served, str(r["hops"]), str(r["status"]),
+                      r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
+    print_rows(cells, sys.stdout)
+    return 0
+
+
+def _quota(settings: Settings, args: argparse.Namespace) -> int:
+    """The running proxy's quota view; with none running, what the last one saved (its
+    cooldowns, circuits and the CLIs' reports) and the database's counts."""
+    from olp.accounting import quota_figures, quota_view
+    from olp.store import LEDGER_STATE
+
+    view = Proxy.of(settings, args).call("GET", "/v0/management/quota")
+    if view is None:
+        now = time.time()
+        with Database(settings.db_path) as db:
+            state = StateStore(db)
+            health = state.load(HEALTH_STATE) or {}
+            ledger = state.load(LEDGER_STATE) or {}
+            figures = quota_figures(db, now)
+        view = quota_view(settings.enabled_providers(), health=health,
+                          reported=ledger.get("reported", {}), soft={}, unavailable={},
+                          figures=figures, now=now)
+        view["running"] = False
+    if args.json:
+        print(json.dumps(view))
+        return 0
+    if view.get("running") is False:
+        print("No proxy answered: the state it last saved, and the database's counts.")
+    rows = [("PROVIDER", "STATE", "UNTIL", "REPORTED", "5H_REQ", "DAY_REQ", "DAY_TOKENS",
+             "NEXT_RESET")]
+    for name, p in view["providers"].items():
+        reported = ",".join(
+            f"{w}:{r['status']}" + (f"@{100 * r['utilization']:.0f}%"
+                                    if r.get("utilization") is not None else "")
+            for w, r in p["reported"].items()) or "-"
+        rows.append((name, p["state"], minute(p["until"]), reported,
+                     str(p["ledger"]["five_hour"]["requests"]),
+                     str(p["ledger"]["day"]["requests"]), str(p["ledger"]["day"]["tokens"]),
+                     minute(p["next_reset"])))
+    print_rows(rows, sys.stdout)
+    for name, p in view["providers"].items():
+        if p["reason"]:
+            print(f"{name}: {p['reason']}")
+    if view.get("soonest_reset"):
+        print(f"Soonest reset: {minute(view['soonest_reset'])}")
+    return 0
