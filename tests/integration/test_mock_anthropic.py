@@ -8,10 +8,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,92 +15,14 @@ import h11
 import pytest
 import trio
 from mock_anthropic import DEFAULT_DELTAS, MockAnthropic, Scenario, serve_mock
+from mockhttp import MockClient, header, mock_process
 
 GUARD_S = 20
-TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 BODY = {
     "model": "claude-sonnet-4-6",
     "max_tokens": 100,
     "messages": [{"role": "user", "content": "hi"}],
 }
-
-
-class Client:
-    """One HTTP/1.1 connection to the mock."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.conn = h11.Connection(h11.CLIENT)
-        self._sse = b""
-
-    @classmethod
-    async def open(cls, mock: MockAnthropic) -> Client:
-        return cls(await trio.open_tcp_stream(mock.host, mock.port))
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-    async def send(
-        self,
-        method: str,
-        path: str,
-        body: Any = None,
-        headers: tuple[tuple[str, str], ...] = (),
-        raw: bytes | None = None,
-    ) -> None:
-        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-        hdrs = [("host", "mock"), ("content-length", str(len(data))), *headers]
-        if body is not None:
-            hdrs.append(("content-type", "application/json"))
-        for event in (h11.Request(method=method, target=path, headers=hdrs), h11.Data(data=data)):
-            await self.stream.send_all(self.conn.send(event))
-        await self.stream.send_all(self.conn.send(h11.EndOfMessage()))
-
-    async def event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                self.conn.receive_data(await self.stream.receive_some(65536))
-                continue
-            return event
-
-    async def response(self) -> h11.Response:
-        event = await self.event()
-        assert isinstance(event, h11.Response), event
-        return event
-
-    async def body(self) -> bytes:
-        out = b""
-        while not isinstance(event := await self.event(), h11.EndOfMessage):
-            out += event.data
-        return out
-
-    async def sse(self) -> tuple[str, dict[str, Any]] | None:
-        """The next SSE event, or None at the end of the response."""
-        while b"\n\n" not in self._sse:
-            event = await self.event()
-            if isinstance(event, h11.EndOfMessage):
-                assert self._sse == b""
-                return None
-            self._sse += event.data
-        block, self._sse = self._sse.split(b"\n\n", 1)
-        fields = dict(line.split(": ", 1) for line in block.decode().split("\n"))
-        return fields["event"], json.loads(fields["data"])
-
-    async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        await self.send(method, path, body, **kw)
-        response = await self.response()
-        return response, json.loads(await self.body())
-
-    def start_next(self) -> None:
-        self.conn.start_next_cycle()
-
-
-def _header(response: h11.Response, name: str) -> str | None:
-    for key, value in response.headers:
-        if key.decode() == name:
-            return value.decode()
-    return None
 
 
 @pytest.fixture
@@ -114,14 +32,14 @@ async def mock(nursery: trio.Nursery) -> MockAnthropic:
 
 async def test_non_streaming_success(mock: MockAnthropic) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/messages", BODY)
         finally:
             await client.aclose()
         record = await mock.wait_for_outcome(1)  # settles just after the client has it all
     assert response.status_code == 200
-    assert _header(response, "request-id") == "req_mock000001"
+    assert header(response, "request-id") == "req_mock000001"
     assert body["type"] == "message" and body["model"] == "claude-sonnet-4-6"
     assert body["content"] == [{"type": "text", "text": "Hello from the mock upstream."}]
     assert body["stop_reason"] == "end_turn"
@@ -132,7 +50,7 @@ async def test_non_streaming_success(mock: MockAnthropic) -> None:
 
 async def test_streaming_success_and_keep_alive(mock: MockAnthropic) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages?beta=true", {**BODY, "stream": True})
             response = await client.response()
@@ -144,8 +62,8 @@ async def test_streaming_success_and_keep_alive(mock: MockAnthropic) -> None:
         finally:
             await client.aclose()
     assert response.status_code == 200
-    assert _header(response, "content-type") == "text/event-stream; charset=utf-8"
-    assert _header(response, "request-id") == "req_mock000001"
+    assert header(response, "content-type") == "text/event-stream; charset=utf-8"
+    assert header(response, "request-id") == "req_mock000001"
     names = [name for name, _ in events]
     assert names == [
         "message_start",
@@ -195,18 +113,18 @@ async def test_error_scenarios(
 ) -> None:
     mock = await nursery.start(functools.partial(serve_mock, scenario=scenario, **options))
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/messages", {**BODY, "stream": True})
         finally:
             await client.aclose()
     assert response.status_code == status
     assert body["type"] == "error" and body["error"]["type"] == error_type
-    assert body["request_id"] == _header(response, "request-id") == "req_mock000001"
+    assert body["request_id"] == header(response, "request-id") == "req_mock000001"
     if "message" in options:
         assert body["error"]["message"] == options["message"]
     for name, value in extra.items():
-        assert _header(response, name) == value
+        assert header(response, name) == value
     assert mock.requests[0]["status"] == status
 
 
@@ -215,7 +133,7 @@ async def test_times_then_success_and_set_scenario(mock: MockAnthropic) -> None:
     statuses = []
     with trio.fail_after(GUARD_S):
         for _ in range(3):
-            client = await Client.open(mock)
+            client = await MockClient.open(mock)
             try:
                 response, _ = await client.request("POST", "/v1/messages", BODY)
             finally:
@@ -229,7 +147,7 @@ async def test_times_then_success_and_set_scenario(mock: MockAnthropic) -> None:
 async def test_slow_with_count_streams_chunks_then_ends(mock: MockAnthropic) -> None:
     mock.set_scenario("slow", interval=0.01, count=3)
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages", {**BODY, "stream": True})
             await client.response()
@@ -251,7 +169,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
 ) -> None:
     mock.set_scenario("slow", interval=0.01)  # forever
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages", {**BODY, "stream": True})
             await client.response()
@@ -262,7 +180,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
         record = await mock.wait_for_outcome(1)
         assert record["outcome"] == "client_disconnected"
         mock.set_scenario("success")
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, _ = await client.request("POST", "/v1/messages", BODY)
         finally:
@@ -273,7 +191,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
 async def test_stall_sends_one_delta_then_nothing(mock: MockAnthropic) -> None:
     mock.set_scenario("stall")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages", {**BODY, "stream": True})
             assert (await client.response()).status_code == 200
@@ -300,7 +218,7 @@ async def test_stall_sends_one_delta_then_nothing(mock: MockAnthropic) -> None:
 async def test_stall_answers_a_non_streaming_retry_in_full(mock: MockAnthropic) -> None:
     mock.set_scenario("stall")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/messages", BODY)
         finally:
@@ -312,7 +230,7 @@ async def test_stall_answers_a_non_streaming_retry_in_full(mock: MockAnthropic) 
 async def test_hang_never_sends_a_status_line(mock: MockAnthropic) -> None:
     mock.set_scenario("hang")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages", {**BODY, "stream": True})
             with trio.move_on_after(0.3) as silent:
@@ -327,7 +245,7 @@ async def test_hang_never_sends_a_status_line(mock: MockAnthropic) -> None:
 async def test_drop_closes_without_a_response(mock: MockAnthropic) -> None:
     mock.set_scenario("drop")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/messages", BODY)
             with pytest.raises(h11.RemoteProtocolError):
@@ -340,7 +258,7 @@ async def test_drop_closes_without_a_response(mock: MockAnthropic) -> None:
 async def test_control_api_and_redaction(mock: MockAnthropic) -> None:
     key = "sk-ant-secret-123"
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request(
                 "POST", "/_mock/scenario", {"scenario": "rate_limit", "retry_after": 0.5}
@@ -350,7 +268,7 @@ async def test_control_api_and_redaction(mock: MockAnthropic) -> None:
             response, _ = await client.request(
                 "POST", "/v1/messages?beta=true", BODY, headers=(("x-api-key", key),)
             )
-            assert response.status_code == 429 and _header(response, "retry-after") == "0.5"
+            assert response.status_code == 429 and header(response, "retry-after") == "0.5"
             client.start_next()
             response, listing = await client.request("GET", "/_mock/requests")
             client.start_next()
@@ -376,7 +294,7 @@ async def test_control_api_and_redaction(mock: MockAnthropic) -> None:
 
 async def test_bad_requests(mock: MockAnthropic) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/complete", BODY)
             assert response.status_code == 404 and body["error"]["type"] == "not_found_error"
@@ -405,51 +323,17 @@ def test_scenario_validation() -> None:
 
 
 async def test_process_entry_point(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": TESTS_DIR}
     with trio.fail_after(GUARD_S):
-        proc = await trio.lowlevel.open_process(
-            [
-                sys.executable,
-                "-m",
-                "mock_anthropic",
-                "--port",
-                "0",
-                "--scenario",
-                "rate_limit",
-                "--retry-after",
-                "1",
-            ],
-            stdout=subprocess.PIPE,
-            env=env,
-            cwd=tmp_path,
-        )
-        try:
-            assert proc.stdout is not None
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(1)
-                assert chunk, "the mock exited before LISTENING"
-                line += chunk
-            word, url = line.decode().split()
-            assert word == "LISTENING" and url.startswith("http://127.0.0.1:")
-            host, port = url.removeprefix("http://").split(":")
-            stream = await trio.open_tcp_stream(host, int(port))
-            client = Client(stream)
+        async with mock_process("mock_anthropic", "--port", "0", "--scenario", "rate_limit",
+                                "--retry-after", "1", cwd=tmp_path) as url:
+            assert url.startswith("http://127.0.0.1:")
+            client = await MockClient.open_url(url)
             try:
                 response, body = await client.request("POST", "/v1/messages", BODY)
                 assert response.status_code == 429
-                assert _header(response, "retry-after") == "1"
+                assert header(response, "retry-after") == "1"
                 client.start_next()
                 _, listing = await client.request("GET", "/_mock/requests")
                 assert listing["count"] == 1
             finally:
                 await client.aclose()
-            proc.send_signal(signal.SIGTERM)
-            assert await proc.wait() == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            with trio.CancelScope(shield=True):
-                await proc.wait()
-                if proc.stdout is not None:
-                    await proc.stdout.aclose()

@@ -8,10 +8,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +15,9 @@ import h11
 import pytest
 import trio
 from mock_mistral import DEFAULT_DELTAS, MockMistral, Scenario, serve_mock
+from mockhttp import MockClient, header, mock_process
 
 GUARD_S = 20
-TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 CHAT = "/v1/chat/completions"
 BOOTSTRAP = ("/v1/connectors/bootstrap?include_auth_actionable_connectors=true"
              "&builtin_connectors=web_search&supports_mcp=true")
@@ -30,95 +26,31 @@ BODY = {"model": "mistral-vibe-cli-latest",
         "temperature": 1.0, "max_tokens": 250070}
 
 
-class Client:
-    """One HTTP/1.1 connection to the mock."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.conn = h11.Connection(h11.CLIENT)
-        self._sse = b""
-
-    @classmethod
-    async def open(cls, mock: MockMistral) -> Client:
-        return cls(await trio.open_tcp_stream(mock.host, mock.port))
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-    async def send(self, method: str, path: str, body: Any = None,
-                   headers: tuple[tuple[str, str], ...] = (), raw: bytes | None = None) -> None:
-        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-        hdrs = [("host", "mock"), ("content-length", str(len(data))), *headers]
-        if body is not None:
-            hdrs.append(("content-type", "application/json"))
-        for event in (h11.Request(method=method, target=path, headers=hdrs), h11.Data(data=data)):
-            await self.stream.send_all(self.conn.send(event))
-        await self.stream.send_all(self.conn.send(h11.EndOfMessage()))
-
-    async def event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                self.conn.receive_data(await self.stream.receive_some(65536))
-                continue
-            return event
-
-    async def response(self) -> h11.Response:
-        event = await self.event()
-        assert isinstance(event, h11.Response), event
-        return event
-
-    async def body(self) -> bytes:
-        out = b""
-        while not isinstance(event := await self.event(), h11.EndOfMessage):
-            out += event.data
-        return out
-
-    async def sse(self) -> str | None:
-        """The next SSE ``data:`` payload, or None at the end of the response."""
-        while b"\n\n" not in self._sse:
-            event = await self.event()
-            if isinstance(event, h11.EndOfMessage):
-                assert self._sse == b""
-                return None
-            self._sse += event.data
-        block, self._sse = self._sse.split(b"\n\n", 1)
-        text = block.decode()
-        assert text.startswith("data: ") and "\n" not in text, text  # no `event:` lines
-        return text.removeprefix("data: ")
-
-    async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        await self.send(method, path, body, **kw)
-        response = await self.response()
-        return response, json.loads(await self.body())
-
-    def start_next(self) -> None:
-        self.conn.start_next_cycle()
-
-
-def _header(response: h11.Response, name: str) -> str | None:
-    for key, value in response.headers:
-        if key.decode() == name:
-            return value.decode()
-    return None
-
-
 @pytest.fixture
 async def mock(nursery: trio.Nursery) -> MockMistral:
     handle: MockMistral = await nursery.start(serve_mock)
     return handle
 
 
-async def read_stream(client: Client) -> list[str]:
+async def sse_data(client: MockClient) -> str | None:
+    """The next SSE ``data:`` payload, or None at the end of the response."""
+    block = await client.sse_block()
+    if block is not None:
+        assert block.startswith("data: ") and "\n" not in block, block  # no `event:` lines
+        return block.removeprefix("data: ")
+    return None
+
+
+async def read_stream(client: MockClient) -> list[str]:
     payloads = []
-    while (item := await client.sse()) is not None:
+    while (item := await sse_data(client)) is not None:
         payloads.append(item)
     return payloads
 
 
 async def test_streaming_success_as_vibe_needs_it(mock: MockMistral) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, bootstrap = await client.request(
                 "GET", BOOTSTRAP, headers=(("authorization", "Bearer k"),))
@@ -132,7 +64,7 @@ async def test_streaming_success_as_vibe_needs_it(mock: MockMistral) -> None:
             await client.aclose()
         record = await mock.wait_for_outcome(2)
     assert response.status_code == 200
-    assert _header(response, "content-type") == "text/event-stream; charset=utf-8"
+    assert header(response, "content-type") == "text/event-stream; charset=utf-8"
     assert payloads[-1] == "[DONE]"
     chunks = [json.loads(p) for p in payloads[:-1]]
     assert all(c["object"] == "chat.completion.chunk" and c["model"] == BODY["model"]
@@ -151,7 +83,7 @@ async def test_streaming_success_as_vibe_needs_it(mock: MockMistral) -> None:
 
 async def test_non_streaming_success(mock: MockMistral) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", CHAT, BODY)
         finally:
@@ -176,7 +108,7 @@ async def test_error_scenarios(nursery: trio.Nursery, scenario: str, options: di
                                status: int, error_type: str, retry_after: str | None) -> None:
     mock = await nursery.start(functools.partial(serve_mock, scenario=scenario, **options))
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", CHAT, {**BODY, "stream": True})
         finally:
@@ -186,7 +118,7 @@ async def test_error_scenarios(nursery: trio.Nursery, scenario: str, options: di
     assert body["object"] == "error" and body["type"] == error_type
     if "message" in options:
         assert body["message"] == options["message"]
-    assert _header(response, "retry-after") == retry_after
+    assert header(response, "retry-after") == retry_after
     assert mock.requests[0]["status"] == status
 
 
@@ -195,7 +127,7 @@ async def test_times_then_success(mock: MockMistral) -> None:
     statuses = []
     with trio.fail_after(GUARD_S):
         for _ in range(3):
-            client = await Client.open(mock)
+            client = await MockClient.open(mock)
             try:
                 response, _ = await client.request("POST", CHAT, BODY)
             finally:
@@ -208,7 +140,7 @@ async def test_times_then_success(mock: MockMistral) -> None:
 async def test_slow_with_count_streams_chunks_then_ends(mock: MockMistral) -> None:
     mock.set_scenario("slow", interval=0.01, count=3)
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", CHAT, {**BODY, "stream": True})
             await client.response()
@@ -223,12 +155,12 @@ async def test_slow_with_count_streams_chunks_then_ends(mock: MockMistral) -> No
 async def test_disconnect_mid_stream_is_seen(mock: MockMistral) -> None:
     mock.set_scenario("slow", interval=0.01)  # forever
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", CHAT, {**BODY, "stream": True})
             await client.response()
-            await client.sse()
-            await client.sse()
+            await sse_data(client)
+            await sse_data(client)
         finally:
             await client.aclose()
         record = await mock.wait_for_outcome(1)
@@ -238,14 +170,14 @@ async def test_disconnect_mid_stream_is_seen(mock: MockMistral) -> None:
 async def test_stall_sends_one_delta_then_nothing(mock: MockMistral) -> None:
     mock.set_scenario("stall")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", CHAT, {**BODY, "stream": True})
             assert (await client.response()).status_code == 200
-            role = json.loads(await client.sse() or "")
-            hello = json.loads(await client.sse() or "")
+            role = json.loads(await sse_data(client) or "")
+            hello = json.loads(await sse_data(client) or "")
             with trio.move_on_after(0.3) as silent:
-                await client.sse()
+                await sse_data(client)
             assert silent.cancelled_caught
         finally:
             await client.aclose()
@@ -257,7 +189,7 @@ async def test_stall_sends_one_delta_then_nothing(mock: MockMistral) -> None:
 async def test_hang_never_sends_a_status_line(mock: MockMistral) -> None:
     mock.set_scenario("hang")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", CHAT, {**BODY, "stream": True})
             with trio.move_on_after(0.3) as silent:
@@ -272,7 +204,7 @@ async def test_hang_never_sends_a_status_line(mock: MockMistral) -> None:
 async def test_drop_closes_without_a_response(mock: MockMistral) -> None:
     mock.set_scenario("drop")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", CHAT, BODY)
             with pytest.raises(h11.RemoteProtocolError):
@@ -285,7 +217,7 @@ async def test_drop_closes_without_a_response(mock: MockMistral) -> None:
 async def test_control_api_and_redaction(mock: MockMistral) -> None:
     key = "mock-mistral-key-secret"
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request(
                 "POST", "/_mock/scenario", {"scenario": "rate_limit", "retry_after": 0.5})
@@ -293,7 +225,7 @@ async def test_control_api_and_redaction(mock: MockMistral) -> None:
             client.start_next()
             response, _ = await client.request(
                 "POST", CHAT, BODY, headers=(("authorization", f"Bearer {key}"),))
-            assert response.status_code == 429 and _header(response, "retry-after") == "0.5"
+            assert response.status_code == 429 and header(response, "retry-after") == "0.5"
             client.start_next()
             response, listing = await client.request("GET", "/_mock/requests")
             client.start_next()
@@ -313,7 +245,7 @@ async def test_control_api_and_redaction(mock: MockMistral) -> None:
 
 async def test_bad_requests(mock: MockMistral) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, _ = await client.request("POST", "/v1/fim/completions", BODY)
             assert response.status_code == 404
@@ -340,38 +272,17 @@ def test_scenario_validation() -> None:
 
 
 async def test_process_entry_point(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": TESTS_DIR}
     with trio.fail_after(GUARD_S):
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "mock_mistral", "--port", "0", "--scenario", "rate_limit",
-             "--retry-after", "1"],
-            stdout=subprocess.PIPE, env=env, cwd=tmp_path)
-        try:
-            assert proc.stdout is not None
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(1)
-                assert chunk, "the mock exited before LISTENING"
-                line += chunk
-            word, url = line.decode().split()
-            assert word == "LISTENING" and url.startswith("http://127.0.0.1:")
-            host, port = url.removeprefix("http://").split(":")
-            client = Client(await trio.open_tcp_stream(host, int(port)))
+        async with mock_process("mock_mistral", "--port", "0", "--scenario", "rate_limit",
+                                "--retry-after", "1", cwd=tmp_path) as url:
+            assert url.startswith("http://127.0.0.1:")
+            client = await MockClient.open_url(url)
             try:
                 response, _ = await client.request("POST", CHAT, BODY)
                 assert response.status_code == 429
-                assert _header(response, "retry-after") == "1"
+                assert header(response, "retry-after") == "1"
                 client.start_next()
                 _, listing = await client.request("GET", "/_mock/requests")
                 assert listing["count"] == 1
             finally:
                 await client.aclose()
-            proc.send_signal(signal.SIGTERM)
-            assert await proc.wait() == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            with trio.CancelScope(shield=True):
-                await proc.wait()
-                if proc.stdout is not None:
-                    await proc.stdout.aclose()

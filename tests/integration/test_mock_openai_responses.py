@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +14,9 @@ import h11
 import pytest
 import trio
 from mock_openai_responses import DEFAULT_DELTAS, MockResponses, Scenario, serve_mock
+from mockhttp import MockClient, header, mock_process
 
 GUARD_S = 20
-TESTS_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support")
 BODY = {
     "model": "gpt-mock",
     "stream": True,
@@ -36,85 +31,13 @@ STREAM_EVENTS = [
 ]
 
 
-class Client:
-    """One HTTP/1.1 connection to the mock."""
-
-    def __init__(self, stream: trio.SocketStream) -> None:
-        self.stream = stream
-        self.conn = h11.Connection(h11.CLIENT)
-        self._sse = b""
-
-    @classmethod
-    async def open(cls, mock: MockResponses) -> Client:
-        return cls(await trio.open_tcp_stream(mock.host, mock.port))
-
-    async def aclose(self) -> None:
-        await self.stream.aclose()
-
-    async def send(self, method: str, path: str, body: Any = None,
-                   headers: tuple[tuple[str, str], ...] = (), raw: bytes | None = None) -> None:
-        data = raw if raw is not None else (b"" if body is None else json.dumps(body).encode())
-        hdrs = [("host", "mock"), ("content-length", str(len(data))), *headers]
-        if body is not None:
-            hdrs.append(("content-type", "application/json"))
-        for event in (h11.Request(method=method, target=path, headers=hdrs), h11.Data(data=data)):
-            await self.stream.send_all(self.conn.send(event))
-        await self.stream.send_all(self.conn.send(h11.EndOfMessage()))
-
-    async def event(self) -> Any:
-        while True:
-            event = self.conn.next_event()
-            if event is h11.NEED_DATA:
-                self.conn.receive_data(await self.stream.receive_some(65536))
-                continue
-            return event
-
-    async def response(self) -> h11.Response:
-        event = await self.event()
-        assert isinstance(event, h11.Response), event
-        return event
-
-    async def body(self) -> bytes:
-        out = b""
-        while not isinstance(event := await self.event(), h11.EndOfMessage):
-            out += event.data
-        return out
-
-    async def sse(self) -> tuple[str, dict[str, Any]] | None:
-        """The next SSE event, or None at the end of the response."""
-        while b"\n\n" not in self._sse:
-            event = await self.event()
-            if isinstance(event, h11.EndOfMessage):
-                assert self._sse == b""
-                return None
-            self._sse += event.data
-        block, self._sse = self._sse.split(b"\n\n", 1)
-        fields = dict(line.split(": ", 1) for line in block.decode().split("\n"))
-        return fields["event"], json.loads(fields["data"])
-
-    async def request(self, method: str, path: str, body: Any = None, **kw: Any) -> Any:
-        await self.send(method, path, body, **kw)
-        response = await self.response()
-        return response, json.loads(await self.body())
-
-    def start_next(self) -> None:
-        self.conn.start_next_cycle()
-
-
-def _header(response: h11.Response, name: str) -> str | None:
-    for key, value in response.headers:
-        if key.decode() == name:
-            return value.decode()
-    return None
-
-
 @pytest.fixture
 async def mock(nursery: trio.Nursery) -> MockResponses:
     handle: MockResponses = await nursery.start(serve_mock)
     return handle
 
 
-async def stream_all(client: Client) -> list[tuple[str, dict[str, Any]]]:
+async def stream_all(client: MockClient) -> list[tuple[str, dict[str, Any]]]:
     events = []
     while (item := await client.sse()) is not None:
         events.append(item)
@@ -123,7 +46,7 @@ async def stream_all(client: Client) -> list[tuple[str, dict[str, Any]]]:
 
 async def test_streaming_success_and_keep_alive(mock: MockResponses) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY,
                               headers=(("authorization", "Bearer sk-mock-0000"),))
@@ -138,8 +61,8 @@ async def test_streaming_success_and_keep_alive(mock: MockResponses) -> None:
         record = await mock.wait_for_outcome(1)
     assert mock.base_url == f"http://127.0.0.1:{mock.port}/v1"
     assert response.status_code == 200 and again.status_code == 200
-    assert _header(response, "content-type") == "text/event-stream; charset=utf-8"
-    assert _header(response, "x-request-id") == "req_mock000001"
+    assert header(response, "content-type") == "text/event-stream; charset=utf-8"
+    assert header(response, "x-request-id") == "req_mock000001"
     assert [name for name, _ in events] == STREAM_EVENTS
     assert all(data["type"] == name for name, data in events)
     assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
@@ -163,7 +86,7 @@ async def test_streaming_success_and_keep_alive(mock: MockResponses) -> None:
 async def test_served_model_and_cached_tokens(mock: MockResponses) -> None:
     mock.set_scenario("success", served_model="gpt-5.5-2026-01-01", cached_tokens=10, delay=0)
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             await client.response()
@@ -194,13 +117,13 @@ async def test_error_scenarios(nursery: trio.Nursery, scenario: str, options: di
                                extra: dict[str, str | None]) -> None:
     mock = await nursery.start(functools.partial(serve_mock, scenario=scenario, **options))
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/responses", BODY)
         finally:
             await client.aclose()
     assert response.status_code == status
-    assert _header(response, "x-request-id") == "req_mock000001"
+    assert header(response, "x-request-id") == "req_mock000001"
     error = body["error"]
     assert (error["type"], error["code"], error["param"]) == (error_type, code, None)
     assert isinstance(error["message"], str) and error["message"]
@@ -210,7 +133,7 @@ async def test_error_scenarios(nursery: trio.Nursery, scenario: str, options: di
         assert error["resets_in_seconds"] == 3600 and error["plan_type"] == "plus"
         assert isinstance(error["resets_at"], int)
     for name, value in extra.items():
-        assert _header(response, name) == value
+        assert header(response, name) == value
     assert mock.requests[0]["status"] == status
 
 
@@ -219,7 +142,7 @@ async def test_times_then_success_and_set_scenario(mock: MockResponses) -> None:
     statuses = []
     with trio.fail_after(GUARD_S):
         for _ in range(3):
-            client = await Client.open(mock)
+            client = await MockClient.open(mock)
             try:
                 await client.send("POST", "/v1/responses", BODY)
                 response = await client.response()
@@ -235,7 +158,7 @@ async def test_times_then_success_and_set_scenario(mock: MockResponses) -> None:
 async def test_slow_with_count_streams_chunks_then_completes(mock: MockResponses) -> None:
     mock.set_scenario("slow", interval=0.01, count=3)
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             await client.response()
@@ -251,7 +174,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
         mock: MockResponses) -> None:
     mock.set_scenario("slow", interval=0.01)  # forever
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             await client.response()
@@ -263,7 +186,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
         record = await mock.wait_for_outcome(1)
         assert record["outcome"] == "client_disconnected"
         mock.set_scenario("success", delay=0)
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             response = await client.response()
@@ -275,7 +198,7 @@ async def test_disconnect_mid_stream_is_seen_and_the_mock_keeps_serving(
 async def test_stall_sends_one_delta_then_nothing(mock: MockResponses) -> None:
     mock.set_scenario("stall")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             assert (await client.response()).status_code == 200
@@ -296,7 +219,7 @@ async def test_stall_sends_one_delta_then_nothing(mock: MockResponses) -> None:
 async def test_hang_never_sends_a_status_line(mock: MockResponses) -> None:
     mock.set_scenario("hang")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             with trio.move_on_after(0.3) as silent:
@@ -311,7 +234,7 @@ async def test_hang_never_sends_a_status_line(mock: MockResponses) -> None:
 async def test_drop_closes_without_a_response(mock: MockResponses) -> None:
     mock.set_scenario("drop")
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             await client.send("POST", "/v1/responses", BODY)
             with pytest.raises(h11.RemoteProtocolError):
@@ -323,14 +246,14 @@ async def test_drop_closes_without_a_response(mock: MockResponses) -> None:
 
 async def test_control_api(mock: MockResponses) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request(
                 "POST", "/_mock/scenario", {"scenario": "rate_limit", "retry_after": 0.5})
             assert response.status_code == 200 and body["scenario"]["retry_after"] == 0.5
             client.start_next()
             response, _ = await client.request("POST", "/v1/responses", BODY)
-            assert response.status_code == 429 and _header(response, "retry-after") == "0.5"
+            assert response.status_code == 429 and header(response, "retry-after") == "0.5"
             client.start_next()
             response, listing = await client.request("GET", "/_mock/requests")
             client.start_next()
@@ -358,7 +281,7 @@ async def test_control_api(mock: MockResponses) -> None:
 
 async def test_bad_requests(mock: MockResponses) -> None:
     with trio.fail_after(GUARD_S):
-        client = await Client.open(mock)
+        client = await MockClient.open(mock)
         try:
             response, body = await client.request("POST", "/v1/chat/completions", BODY)
             assert response.status_code == 404
@@ -388,39 +311,17 @@ def test_scenario_validation() -> None:
 
 
 async def test_process_entry_point(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": TESTS_DIR}
     with trio.fail_after(GUARD_S):
-        proc = await trio.lowlevel.open_process(
-            [sys.executable, "-m", "mock_openai_responses", "--port", "0",
-             "--scenario", "rate_limit", "--retry-after", "1"],
-            stdout=subprocess.PIPE, env=env, cwd=tmp_path)
-        try:
-            assert proc.stdout is not None
-            line = b""
-            while not line.endswith(b"\n"):
-                chunk = await proc.stdout.receive_some(1)
-                assert chunk, "the mock exited before LISTENING"
-                line += chunk
-            word, url = line.decode().split()
-            assert word == "LISTENING" and url.startswith("http://127.0.0.1:")
-            assert url.endswith("/v1")
-            host, port = url.removeprefix("http://").removesuffix("/v1").split(":")
-            client = Client(await trio.open_tcp_stream(host, int(port)))
+        async with mock_process("mock_openai_responses", "--port", "0", "--scenario", "rate_limit",
+                                "--retry-after", "1", cwd=tmp_path) as url:
+            assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+            client = await MockClient.open_url(url)
             try:
                 response, _ = await client.request("POST", "/v1/responses", BODY)
                 assert response.status_code == 429
-                assert _header(response, "retry-after") == "1"
+                assert header(response, "retry-after") == "1"
                 client.start_next()
                 _, listing = await client.request("GET", "/_mock/requests")
                 assert listing["count"] == 1
             finally:
                 await client.aclose()
-            proc.send_signal(signal.SIGTERM)
-            assert await proc.wait() == 0
-        finally:
-            if proc.returncode is None:
-                proc.kill()
-            with trio.CancelScope(shield=True):
-                await proc.wait()
-                if proc.stdout is not None:
-                    await proc.stdout.aclose()

@@ -16,8 +16,9 @@ prints ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/S
 ``GET /_mock/requests`` returns ``{"count": N, "requests": [...]}``. See ``_server.py``.
 """
 
+from mockhttp.scenario import DEFAULT_DELTAS
+
 from ._server import (
-    DEFAULT_DELTAS,
     NO_TOOL_TEXT,
     SCENARIOS,
     TOOL_RESULT_PREFIX,

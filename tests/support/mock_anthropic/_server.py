@@ -15,56 +15,22 @@ at once (a watcher reads the socket while a response is in flight).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import math
-import re
 from typing import Any
-from urllib.parse import urlsplit
 
 import h11
 import trio
-from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
+from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
+from mockhttp.scenario import CLI_API_SCENARIOS, INPUT_TOKENS, OUTPUT_TOKENS, CliApiScenario
 
 from ._weather import weather_blocks
 
-__all__ = [
-    "DEFAULT_DELTAS",
-    "NO_TOOL_TEXT",
-    "SCENARIOS",
-    "MockAnthropic",
-    "TOOL_RESULT_PREFIX",
-    "Scenario",
-    "serve_mock",
-]
+# "success": the deltas; with a `*get_weather` tool offered, the weather model of
+# `_weather.py` (tool_use blocks, then text quoting the results). "tool_attack": claude's `Bash`
+# gets {"command": `command`}, `Read` {"file_path": `path`}; `mcp__*` tools are ignored.
+SCENARIOS = CLI_API_SCENARIOS
 
-DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
-INPUT_TOKENS = 25
-OUTPUT_TOKENS = 7
-
-SCENARIOS: frozenset[str] = frozenset(
-    {
-        # the 4 deltas above, `delay` seconds apart; with a `*get_weather` tool offered, the
-        # weather model of `_weather.py` (tool_use blocks, then text quoting the results)
-        "success",
-        "rate_limit",  # 429 rate_limit_error (+ `retry-after` if `retry_after` is set)
-        "auth",  # 401 authentication_error
-        "server_error",  # 500 api_error
-        "overloaded",  # 529 overloaded_error (+ `retry-after` if `retry_after` is set)
-        "error",  # any status: `status`, `error_type`, `message`
-        "slow",  # " chunk0", " chunk1", ... one every `interval` s; `count` chunks or forever
-        "stall",  # one delta, then silence with the connection open
-        "hang",  # read the request, never send a status line
-        "drop",  # read the request, close the connection without a response
-        # a hostile model, for the security tests: when the request offers a tool that runs a
-        # shell command or reads a file (claude's `Bash` -> {"command": `command`}, `Read` ->
-        # {"file_path": `path`}; `mcp__*` tools are ignored), answer with a `tool_use` block
-        # calling it; a follow-up request carrying a `tool_result` gets text echoing that
-        # result (so a leak reaches the client); offered no such tool, answer plain text
-        "tool_attack",
-    }
-)
-
+# scenario -> (status, error type, message); an error adds `retry-after` if `retry_after` is set
 _ERRORS: dict[str, tuple[int, str, str]] = {
     "rate_limit": (
         429,
@@ -77,26 +43,15 @@ _ERRORS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
 }
 
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-# what the mock sends itself (framing, request-id, and the error scenarios' own options)
-_OWN_HEADERS = frozenset({"content-type", "content-length", "transfer-encoding", "connection",
-                          "request-id", "retry-after", "x-should-retry"})
+# what the mock sends itself besides the framing (request-id, the error scenarios' own options)
+_OWN_HEADERS = frozenset({"request-id", "retry-after", "x-should-retry"})
 
 
 @dataclasses.dataclass(frozen=True)
-class Scenario:
-    """What the mock answers to ``POST /v1/messages``; options unused by a scenario are ignored."""
+class Scenario(CliApiScenario):
+    """What the mock answers to ``POST /v1/messages``: the shared options (``error_type``: an
+    Anthropic error type) and these."""
 
-    name: str = "success"
-    deltas: tuple[str, ...] = DEFAULT_DELTAS  # success: the text deltas
-    delay: float = 0.05  # success: seconds before each delta
-    retry_after: float | None = None  # rate_limit / overloaded / error: `retry-after` header
-    interval: float = 2.0  # slow: seconds before each chunk
-    count: int | None = None  # slow: number of chunks, None = forever
-    status: int = 400  # error: HTTP status
-    error_type: str = "invalid_request_error"  # error: Anthropic error type
-    message: str = "mock error"  # error: message (also overrides the built-in errors' text)
-    times: int | None = None  # serve this scenario to the next N requests, then "success"
     # error scenarios: the `x-should-retry` header (None: not sent). The real claude CLI retries
     # a 401 unless it says "false" (as the Anthropic API does), so "auth" defaults to False.
     should_retry: bool | None = None
@@ -111,64 +66,19 @@ class Scenario:
     ratelimit_headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.name not in SCENARIOS:
-            raise ValueError(f"unknown scenario {self.name!r}; known: {sorted(SCENARIOS)}")
-        if isinstance(self.deltas, str) or not all(isinstance(d, str) for d in self.deltas):
-            raise ValueError("deltas must be a list of strings")
-        object.__setattr__(self, "deltas", tuple(self.deltas))
-        for field in ("delay", "interval"):
-            value = getattr(self, field)
-            if not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
-                raise ValueError(f"{field} must be a finite number >= 0")
-        if self.count is not None and (not isinstance(self.count, int) or self.count < 0):
-            raise ValueError("count must be an integer >= 0 or null")
-        if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
-            raise ValueError("times must be an integer >= 1 or null")
-        if not isinstance(self.status, int) or not 100 <= self.status <= 599:
-            raise ValueError("status must be an HTTP status code")
+        self.check_common(SCENARIOS)
         if self.should_retry is not None and not isinstance(self.should_retry, bool):
             raise ValueError("should_retry must be true, false or null")
-        for field in ("command", "path", "tool_suffix"):
-            if not isinstance(getattr(self, field), str):
-                raise ValueError(f"{field} must be a string")
+        self.check_strings("command", "path", "tool_suffix")
         if self.tool_input is not None and not isinstance(self.tool_input, dict):
             raise ValueError("tool_input must be an object or null")
-        object.__setattr__(self, "ratelimit_headers", _checked_headers(self.ratelimit_headers))
+        self.check_headers("ratelimit_headers", _OWN_HEADERS)
 
     @classmethod
-    def build(cls, name: str, **options: Any) -> Scenario:
-        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(
-                f"unknown scenario option(s) {sorted(unknown)}; known: {sorted(known)}"
-            )
-        if "message" not in options and name in _ERRORS:
-            options["message"] = _ERRORS[name][2]
-        if "should_retry" not in options and name == "auth":
-            options["should_retry"] = False
-        return cls(name=name, **options)
-
-    def as_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["deltas"] = list(self.deltas)
-        return data
-
-
-def _checked_headers(headers: object) -> dict[str, str]:
-    """``ratelimit_headers`` as a fresh dict with lower-case names, or ValueError."""
-    if not isinstance(headers, dict):
-        raise ValueError("ratelimit_headers must be an object of header name -> string value")
-    checked: dict[str, str] = {}
-    for name, value in headers.items():
-        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-            raise ValueError(f"ratelimit_headers: {name!r} is not a header name")
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            raise ValueError(f"ratelimit_headers[{name!r}] must be a one-line string")
-        if name.lower() in _OWN_HEADERS:
-            raise ValueError(f"ratelimit_headers: {name!r} is set by the mock itself")
-        checked[name.lower()] = value
-    return checked
+    def defaults(cls, name: str) -> dict[str, Any]:
+        """An error's own message; ``auth`` sends ``x-should-retry: false``."""
+        options: dict[str, Any] = {"message": _ERRORS[name][2]} if name in _ERRORS else {}
+        return {**options, "should_retry": False} if name == "auth" else options
 
 
 class MockAnthropic(RequestLog[Scenario]):
@@ -251,55 +161,32 @@ def _attack_call(payload: dict[str, Any], scenario: Scenario) -> tuple[str, dict
     return None
 
 
-class _Server:
-    def __init__(self, handle: MockAnthropic) -> None:
-        self.handle = handle
+class _Server(Responder[MockAnthropic]):
+    REASONS = {529: b"Overloaded"}
 
-    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
-        """Answer one request; returns False when the connection must be closed."""
-        target = request.target.decode("latin-1")
-        route = urlsplit(target).path
-        method = request.method.decode("latin-1")
-        if route.startswith("/_mock/"):
-            await control(ex, self.handle, method, route, body)
-            return True
-        record = self.handle._record(request, body)
-        n = record["n"]
-        request_id = f"req_mock{n:06d}"
+    def bad_request(self, message: str) -> dict[str, Any]:
+        return _error_payload("invalid_request_error", message, None)
+
+    async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
+        route, method = record["route"], record["method"]
+        request_id = f"req_mock{record['n']:06d}"
         if route != "/v1/messages":
-            record["status"] = 404
-            await ex.respond_json(
-                404, _error_payload("not_found_error", f"Not found: {route}", request_id)
-            )
-            self.handle._finish(record, "completed")
-            return True
+            return await self.reply_json(
+                ex, record, 404,
+                _error_payload("not_found_error", f"Not found: {route}", request_id))
         if method != "POST":
-            record["status"] = 405
-            await ex.respond_json(
-                405,
-                _error_payload("invalid_request_error", f"Method {method} not allowed", request_id),
-            )
-            self.handle._finish(record, "completed")
-            return True
-        scenario = self.handle._take_scenario()
-        record["scenario"] = scenario.name
+            return await self.reply_json(
+                ex, record, 405,
+                _error_payload("invalid_request_error", f"Method {method} not allowed", request_id))
+        scenario: Scenario = self.take_scenario(record)
         payload = record["body"]
-        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-            record["status"] = 400
-            reason = "body is not JSON" if payload is None else "model: a string is required"
-            await ex.respond_json(400, _error_payload("invalid_request_error", reason, request_id))
-            self.handle._finish(record, "completed")
-            return True
+        if (reason := self.model_problem(payload)) is not None:
+            return await self.reply_json(
+                ex, record, 400, _error_payload("invalid_request_error", reason, request_id))
         return await self._messages(ex, scenario, record, payload, request_id)
 
-    async def _messages(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        payload: dict[str, Any],
-        request_id: str,
-    ) -> bool:
+    async def _messages(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                        payload: dict[str, Any], request_id: str) -> bool:
         n = record["n"]
         model = payload["model"]
         stream = payload.get("stream") is True
@@ -307,9 +194,7 @@ class _Server:
         name = scenario.name
 
         if name == "drop":
-            record["outcome"] = "dropped"
-            self.handle._finish(record, "dropped")
-            return False
+            return self.drop(record)
 
         async def respond() -> None:
             if name in _ERRORS or name == "error":
@@ -338,27 +223,12 @@ class _Server:
             else:
                 await self._whole(ex, scenario, record, model, message_id, request_id)
 
-        eof = await while_watching(ex, respond)
-        self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
-        return ex.complete and not eof
+        return await self.watched(ex, record, respond)
 
-    async def _stream(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        model: str,
-        message_id: str,
-        request_id: str,
-    ) -> None:
+    async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any], model: str,
+                      message_id: str, request_id: str) -> None:
         record["status"] = 200
-        await ex.start_sse(_headers(scenario, request_id))
-        await _sse(ex, {
-            "type": "message_start",
-            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                        "content": [], "stop_reason": None, "stop_sequence": None,
-                        "usage": _usage(1)},
-        })
+        await _start_message(ex, scenario, message_id, model, request_id)
         await _sse(ex, {"type": "content_block_start", "index": 0,
                         "content_block": {"type": "text", "text": ""}})
         await _sse(ex, {"type": "ping"})
@@ -367,39 +237,16 @@ class _Server:
             await _sse(ex, {"type": "content_block_delta", "index": 0,
                             "delta": {"type": "text_delta", "text": text}})
 
-        if scenario.name == "stall":
-            await trio.sleep(scenario.delay)
-            await delta(scenario.deltas[0] if scenario.deltas else "Hello")
-            await trio.sleep_forever()
-        elif scenario.name == "slow":
-            chunks = itertools.count() if scenario.count is None else range(scenario.count)
-            for i in chunks:
-                await trio.sleep(scenario.interval)
-                await delta(f" chunk{i}")
-        else:
-            for text in scenario.deltas:
-                await trio.sleep(scenario.delay)
-                await delta(text)
+        await scenario.stream_text(delta)
         await _sse(ex, {"type": "content_block_stop", "index": 0})
-        await _sse(ex, {"type": "message_delta",
-                        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                        "usage": {"output_tokens": OUTPUT_TOKENS}})
-        await _sse(ex, {"type": "message_stop"})
-        await ex.send(h11.EndOfMessage())
+        await _end_message(ex, "end_turn")
 
-    async def _blocks(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        payload: dict[str, Any],
-        blocks: list[dict[str, Any]],
-        stop_reason: str,
-        message_id: str,
-        request_id: str,
-    ) -> None:
+    async def _blocks(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                      payload: dict[str, Any], blocks: list[dict[str, Any]], stop_reason: str,
+                      message_id: str, request_id: str, *, halves: bool = True) -> None:
         """Answer with these content blocks: streamed as the API does (a text block as one
-        delta, a tool_use block's input as two ``input_json_delta`` fragments), or whole."""
+        delta, a tool_use block's input as two ``input_json_delta`` fragments, or one when not
+        ``halves``), or whole."""
         model = payload["model"]
         record["status"] = 200
         if payload.get("stream") is not True:
@@ -411,13 +258,7 @@ class _Server:
                 _headers(scenario, request_id),
             )
             return
-        await ex.start_sse(_headers(scenario, request_id))
-        await _sse(ex, {
-            "type": "message_start",
-            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                        "content": [], "stop_reason": None, "stop_sequence": None,
-                        "usage": _usage(1)},
-        })
+        await _start_message(ex, scenario, message_id, model, request_id)
         for index, block in enumerate(blocks):
             if block["type"] == "text":
                 await _sse(ex, {"type": "content_block_start", "index": index,
@@ -429,26 +270,14 @@ class _Server:
                                 "content_block": {**block, "input": {}}})
                 whole = json.dumps(block["input"])
                 half = len(whole) // 2
-                for part in (whole[:half], whole[half:]):
+                for part in (whole[:half], whole[half:]) if halves else (whole,):
                     await _sse(ex, {"type": "content_block_delta", "index": index,
                                     "delta": {"type": "input_json_delta", "partial_json": part}})
             await _sse(ex, {"type": "content_block_stop", "index": index})
-        await _sse(ex, {"type": "message_delta",
-                        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                        "usage": {"output_tokens": OUTPUT_TOKENS}})
-        await _sse(ex, {"type": "message_stop"})
-        await ex.send(h11.EndOfMessage())
+        await _end_message(ex, stop_reason)
 
-    async def _tool_attack(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        payload: dict[str, Any],
-        message_id: str,
-        request_id: str,
-    ) -> None:
-        model = payload["model"]
+    async def _tool_attack(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                           payload: dict[str, Any], message_id: str, request_id: str) -> None:
         result = _tool_result_text(payload)
         call = None if result is not None else _attack_call(payload, scenario)
         if call is None:
@@ -462,50 +291,11 @@ class _Server:
             block = {"type": "tool_use", "id": f"toolu_mock{record['n']:06d}", "name": tool,
                      "input": tool_input}
             stop_reason = "tool_use"
-        record["status"] = 200
-        if payload.get("stream") is not True:
-            await ex.respond_json(
-                200,
-                {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                 "content": [block], "stop_reason": stop_reason, "stop_sequence": None,
-                 "usage": _usage(OUTPUT_TOKENS)},
-                _headers(scenario, request_id),
-            )
-            return
-        await ex.start_sse(_headers(scenario, request_id))
-        await _sse(ex, {
-            "type": "message_start",
-            "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
-                        "content": [], "stop_reason": None, "stop_sequence": None,
-                        "usage": _usage(1)},
-        })
-        if block["type"] == "text":
-            await _sse(ex, {"type": "content_block_start", "index": 0,
-                            "content_block": {"type": "text", "text": ""}})
-            await _sse(ex, {"type": "content_block_delta", "index": 0,
-                            "delta": {"type": "text_delta", "text": block["text"]}})
-        else:
-            await _sse(ex, {"type": "content_block_start", "index": 0,
-                            "content_block": {**block, "input": {}}})
-            await _sse(ex, {"type": "content_block_delta", "index": 0,
-                            "delta": {"type": "input_json_delta",
-                                      "partial_json": json.dumps(block["input"])}})
-        await _sse(ex, {"type": "content_block_stop", "index": 0})
-        await _sse(ex, {"type": "message_delta",
-                        "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                        "usage": {"output_tokens": OUTPUT_TOKENS}})
-        await _sse(ex, {"type": "message_stop"})
-        await ex.send(h11.EndOfMessage())
+        await self._blocks(ex, scenario, record, payload, [block], stop_reason, message_id,
+                           request_id, halves=False)
 
-    async def _whole(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        model: str,
-        message_id: str,
-        request_id: str,
-    ) -> None:
+    async def _whole(self, ex: Exchange, scenario: Scenario, record: dict[str, Any], model: str,
+                     message_id: str, request_id: str) -> None:
         if scenario.name == "slow":
             if scenario.count is None:
                 await trio.sleep_forever()
@@ -533,18 +323,27 @@ class _Server:
         )
 
 
-async def serve_mock(
-    *,
-    scenario: str = "success",
-    host: str = "127.0.0.1",
-    port: int = 0,
-    task_status: trio.TaskStatus[MockAnthropic] = trio.TASK_STATUS_IGNORED,
-    **options: Any,
-) -> None:
-    """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
-    ``MockAnthropic`` handle once the socket is bound; ``options`` are the scenario's."""
-    handle = MockAnthropic(Scenario.build(scenario, **options))
-    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
-                     bad_request=lambda message: _error_payload("invalid_request_error", message,
-                                                                None),
-                     reasons={529: b"Overloaded"}, task_status=task_status)
+async def _start_message(ex: Exchange, scenario: Scenario, message_id: str, model: str,
+                         request_id: str) -> None:
+    """The 200 of an event stream and its ``message_start`` event."""
+    await ex.start_sse(_headers(scenario, request_id))
+    await _sse(ex, {
+        "type": "message_start",
+        "message": {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                    "content": [], "stop_reason": None, "stop_sequence": None,
+                    "usage": _usage(1)},
+    })
+
+
+async def _end_message(ex: Exchange, stop_reason: str) -> None:
+    """``message_delta`` (the stop reason and usage), ``message_stop``, the end of the body."""
+    await _sse(ex, {"type": "message_delta",
+                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
+                    "usage": {"output_tokens": OUTPUT_TOKENS}})
+    await _sse(ex, {"type": "message_stop"})
+    await ex.send(h11.EndOfMessage())
+
+
+#: ``await nursery.start(serve_mock, ...)`` (or ``functools.partial(serve_mock, scenario=...,
+#: **options)``) serves until cancelled and returns the ``MockAnthropic`` handle once bound
+serve_mock = serve_mock_of(MockAnthropic, Scenario, _Server)

@@ -14,17 +14,10 @@ In the ``success`` scenario, when the request offers a tool whose name ends with
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-PREAMBLE = "Let me check the weather."
-RESULT_PREFIX = "The weather tool said: "
-CITIES = ("Paris", "Oslo", "Tokyo", "London", "Berlin", "Lima")
-SUFFIX = "get_weather"
-
-
-def _rendered_result(suffix: str) -> re.Pattern[str]:
-    return re.compile(r"\[[\w.-]*" + re.escape(suffix) + r" returned\] ?(.*)")
+from mockhttp.weather import PREAMBLE, RESULT_PREFIX, named_cities, returned_results
+from mockhttp.weather import WEATHER_TOOL_SUFFIX as SUFFIX
 
 
 def weather_tool(payload: dict[str, Any], suffix: str = SUFFIX) -> str | None:
@@ -70,15 +63,13 @@ def results(payload: dict[str, Any], suffix: str = SUFFIX) -> list[str]:
                     found += [b["text"] for b in inner if isinstance(b, dict)
                               and isinstance(b.get("text"), str)]
     for text in _texts(payload):
-        found += [m.group(1).strip() for m in _rendered_result(suffix).finditer(text)]
+        found += returned_results(text, suffix)
     return found
 
 
 def cities(payload: dict[str, Any]) -> list[str]:
     """The known cities the user turns name, in the order they appear (default Paris)."""
-    text = "\n".join(_texts(payload))
-    named = sorted((text.find(c), c) for c in CITIES if c in text)
-    return [c for _, c in named] or ["Paris"]
+    return named_cities("\n".join(_texts(payload)))
 
 
 def weather_blocks(payload: dict[str, Any], n: int, *, suffix: str = SUFFIX,

@@ -30,23 +30,16 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
 import re
 from typing import Any
-from urllib.parse import urlsplit
 
 import h11
 import trio
-from mockhttp import Exchange, RequestLog, control, serve_http, while_watching
+from mockhttp import Exchange, RequestLog, Responder, serve_mock_of
+from mockhttp.scenario import DEFAULT_DELTAS, INPUT_TOKENS, OUTPUT_TOKENS, ScenarioBase
 
 from ._weather import weather_chunks
 
-__all__ = ["DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS", "SCENARIOS", "MockGemini",
-           "Scenario", "serve_mock"]
-
-DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
-INPUT_TOKENS = 25
-OUTPUT_TOKENS = 7
 ERROR_SCENARIOS: frozenset[str] = frozenset({
     "rate_limit", "rate_limit_daily", "rate_limit_bare", "invalid_key_400",
     "unauthenticated_401", "permission_403", "not_found_404", "server_500", "unavailable_503"})
@@ -64,7 +57,7 @@ _ROUTE = re.compile(r"^/(?P<version>[\w.]+)/models/(?P<model>[^/:]+):(?P<method>
 
 
 @dataclasses.dataclass(frozen=True)
-class Scenario:
+class Scenario(ScenarioBase):
     """What the mock answers to a generate request; unused options are ignored."""
 
     name: str = "success"
@@ -77,38 +70,12 @@ class Scenario:
     extra_args: dict[str, Any] | None = None  # weather: merged into every call's args
 
     def __post_init__(self) -> None:
-        if self.name not in SCENARIOS:
-            raise ValueError(f"unknown scenario {self.name!r}; known: {sorted(SCENARIOS)}")
-        if isinstance(self.deltas, str) or not all(isinstance(d, str) for d in self.deltas):
-            raise ValueError("deltas must be a list of strings")
-        object.__setattr__(self, "deltas", tuple(self.deltas))
-        for name in ("delay", "interval"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number >= 0")
-        if self.count is not None and (not isinstance(self.count, int) or self.count < 0):
-            raise ValueError("count must be an integer >= 0 or null")
+        self.check_common(SCENARIOS)
         if self.extra_args is not None and not isinstance(self.extra_args, dict):
             raise ValueError("extra_args must be an object or null")
-        if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
-            raise ValueError("times must be an integer >= 1 or null")
         if not isinstance(self.retry_delay, str) or not re.fullmatch(r"\d+(\.\d+)?s",
                                                                      self.retry_delay):
             raise ValueError('retry_delay must be a duration like "2s"')
-
-    @classmethod
-    def build(cls, name: str, **options: Any) -> Scenario:
-        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(
-                f"unknown scenario option(s) {sorted(unknown)}; known: {sorted(known)}")
-        return cls(name=name, **options)
-
-    def as_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["deltas"] = list(self.deltas)
-        return data
 
 
 class MockGemini(RequestLog[Scenario]):
@@ -230,37 +197,25 @@ def google_404(message: str) -> dict[str, Any]:
     return {"error": {"code": 404, "message": message, "status": "NOT_FOUND"}}
 
 
-class _Server:
-    def __init__(self, handle: MockGemini) -> None:
-        self.handle = handle
+class _Server(Responder[MockGemini]):
+    def bad_request(self, message: str) -> dict[str, Any]:
+        return {"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}}
 
-    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
-        """Answer one request; returns False when the connection must be closed."""
-        target = request.target.decode("latin-1")
-        route = urlsplit(target).path
-        method = request.method.decode("latin-1")
-        if route.startswith("/_mock/"):
-            await control(ex, self.handle, method, route, body)
-            return True
-        record = self.handle._record(request, body)
+    async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
+        route, method = record["route"], record["method"]
         match = _ROUTE.match(route)
         record["model"] = match["model"] if match else None
         record["method_name"] = match["method"] if match else None
         record["tool_declarations"] = tool_declarations(record["body"])
         if match is None or method != "POST" or match["method"] not in (
                 "streamGenerateContent", "generateContent"):
-            record["status"] = 404
-            await ex.respond_json(404, google_404(f"no route {method} {route}"))
-            self.handle._finish(record, "completed")
-            return True
-        scenario = self.handle._take_scenario()
-        record["scenario"] = scenario.name
+            return await self.reply_json(ex, record, 404,
+                                         google_404(f"no route {method} {route}"))
+        scenario: Scenario = self.take_scenario(record)
         stream = match["method"] == "streamGenerateContent"
         model = match["model"]
-        dropped = False
 
-        async def respond() -> None:
-            nonlocal dropped
+        async def respond() -> str | None:
             if scenario.name in ERROR_SCENARIOS:
                 status, payload = error_body(scenario, model)
                 record["status"] = status
@@ -268,15 +223,12 @@ class _Server:
             elif scenario.name == "hang":
                 await trio.sleep_forever()
             elif stream:
-                dropped = await self._stream(ex, scenario, record, model)
+                return "dropped" if await self._stream(ex, scenario, record, model) else None
             else:
                 await self._whole(ex, scenario, record, model)
+            return None
 
-        eof = await while_watching(ex, respond)
-        outcome = "dropped" if dropped else ("completed" if ex.complete
-                                             else "client_disconnected")
-        self.handle._finish(record, outcome)
-        return ex.complete and not eof
+        return await self.watched(ex, record, respond)
 
     async def _send(self, ex: Exchange, payload: dict[str, Any]) -> None:
         await ex.send(h11.Data(data=f"data: {json.dumps(payload)}\r\n\r\n".encode()))
@@ -337,13 +289,6 @@ class _Server:
         await ex.respond_json(200, _chunk(model, [{"text": text}] if text else [], final=True))
 
 
-async def serve_mock(*, scenario: str = "success", host: str = "127.0.0.1", port: int = 0,
-                     task_status: trio.TaskStatus[MockGemini] = trio.TASK_STATUS_IGNORED,
-                     **options: Any) -> None:
-    """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
-    :class:`MockGemini` handle once the socket is bound; ``options`` are the scenario's."""
-    handle = MockGemini(Scenario.build(scenario, **options))
-    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
-                     bad_request=lambda message: {"error": {
-                         "code": 400, "message": message, "status": "INVALID_ARGUMENT"}},
-                     task_status=task_status)
+#: ``await nursery.start(serve_mock, ...)`` (or ``functools.partial(serve_mock, scenario=...,
+#: **options)``) serves until cancelled and returns the ``MockGemini`` handle once bound
+serve_mock = serve_mock_of(MockGemini, Scenario, _Server)

@@ -17,14 +17,10 @@ Without such a declaration the scenario answers like ``success``.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-PREAMBLE = "Let me check the weather."
-RESULT_PREFIX = "The weather tool said: "
-CITIES = ("Paris", "Oslo", "Tokyo", "London", "Berlin", "Lima")
-SUFFIX = "get_weather"
-_RENDERED = re.compile(r"\[[\w.-]*" + re.escape(SUFFIX) + r" returned\] ?(.*)")
+from mockhttp.weather import PREAMBLE, RESULT_PREFIX, named_cities, returned_results
+from mockhttp.weather import WEATHER_TOOL_SUFFIX as SUFFIX
 
 
 def weather_function(body: Any) -> str | None:
@@ -58,15 +54,14 @@ def results(body: Any) -> list[str]:
             found.append(json.dumps(response.get("response"), sort_keys=True))
         text = part.get("text")
         if isinstance(text, str):
-            found += [m.group(1).strip() for m in _RENDERED.finditer(text)]
+            found += returned_results(text)
     return found
 
 
 def cities(body: Any) -> list[str]:
     """The known cities the text parts name, in order of appearance (default Paris)."""
-    text = "\n".join(p["text"] for p in _parts(body) if isinstance(p.get("text"), str))
-    named = sorted((text.find(c), c) for c in CITIES if c in text)
-    return [c for _, c in named] or ["Paris"]
+    return named_cities("\n".join(p["text"] for p in _parts(body)
+                                   if isinstance(p.get("text"), str)))
 
 
 def weather_chunks(body: Any, extra_args: dict[str, Any] | None = None,

@@ -15,18 +15,18 @@ or file tool (security tests); ``GET /_mock/requests`` returns
 ``{"count": N, "requests": [...]}``. See ``_server.py``.
 """
 
+from mockhttp.scenario import DEFAULT_DELTAS
+from mockhttp.weather import WEATHER_ANSWER_PREFIX, WEATHER_TOOL_SUFFIX
+
 from ._server import (
     ATTACK_TOOLS,
     BOOTSTRAP_ROUTE,
     CHAT_ROUTE,
-    DEFAULT_DELTAS,
     INPUT_TOKENS,
     NO_TOOL_ANSWER,
     OUTPUT_TOKENS,
     SCENARIOS,
     TOOL_RESULT_PREFIX,
-    WEATHER_ANSWER_PREFIX,
-    WEATHER_TOOL_SUFFIX,
     MockMistral,
     Scenario,
     serve_mock,

@@ -7,31 +7,20 @@ then exits 0.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
-from mockhttp import run_mock
+from mockhttp import Option, run_mock
 
 from ._server import SCENARIOS, Scenario, serve_mock
 
-
-def _options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--retry-after", type=float, help="error scenarios: retry-after header")
-    parser.add_argument("--interval", type=float, help="slow: seconds between chunks")
-    parser.add_argument("--count", type=int, help="slow: number of chunks (default: forever)")
-    parser.add_argument("--delay", type=float, help="success/stall: seconds before each delta")
-    parser.add_argument("--times", type=int, help="then revert to success")
-    parser.add_argument("--status", type=int, help="error: HTTP status")
-    parser.add_argument("--error-type", help="error: Mistral error type")
-    parser.add_argument("--message", help="error message text")
-    parser.add_argument("--command", help="tool_attack: the shell command a shell tool gets")
-    parser.add_argument("--path", help="tool_attack: the file a file-reading tool gets")
-
-
-def main(argv: list[str] | None = None) -> int:
-    return run_mock(serve_mock, Scenario.build, prog="python -m mock_mistral",
-                    description=__doc__, scenarios=SCENARIOS, add_options=_options, argv=argv)
-
+_OPTIONS = [
+    "--retry-after", "--interval", "--count",
+    Option("--delay", "success/stall: seconds before each delta", float),
+    "--times", "--status", Option("--error-type", "error: Mistral error type"), "--message",
+    Option("--command", "tool_attack: the shell command a shell tool gets"),
+    Option("--path", "tool_attack: the file a file-reading tool gets"),
+]
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_mock(serve_mock, Scenario.build, module="mock_mistral", description=__doc__,
+                      scenarios=SCENARIOS, options=_OPTIONS))

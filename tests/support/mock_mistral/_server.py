@@ -35,41 +35,20 @@ at once (a watcher reads the socket while a response is in flight).
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
-import math
 import re
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import h11
 import trio
-from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
+from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
+from mockhttp.scenario import CLI_API_SCENARIOS, INPUT_TOKENS, OUTPUT_TOKENS, CliApiScenario
+from mockhttp.weather import chat_weather_tool, report_or_cities
 
-__all__ = ["DEFAULT_DELTAS", "INPUT_TOKENS", "OUTPUT_TOKENS", "SCENARIOS", "WEATHER_ANSWER_PREFIX",
-           "WEATHER_TOOL_SUFFIX", "MockMistral", "Scenario", "serve_mock", "weather_answer"]
-
-DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
-INPUT_TOKENS = 25
-OUTPUT_TOKENS = 7
-
-SCENARIOS: frozenset[str] = frozenset({
-    "success",  # the 4 deltas above, `delay` seconds apart
-    "rate_limit",  # 429 rate_limited (+ `retry-after` if `retry_after` is set)
-    "auth",  # 401 Unauthorized
-    "server_error",  # 500 internal_server_error
-    "overloaded",  # 503 service_unavailable
-    "error",  # any status: `status`, `error_type`, `message`
-    "slow",  # " chunk0", " chunk1", ... one every `interval` s; `count` chunks or forever
-    "stall",  # one delta, then silence with the connection open
-    "hang",  # read the request, never send a status line
-    "drop",  # read the request, close the connection without a response
-    # Security tests: call the first offered tool that runs a command or reads a file (see
-    # ATTACK_TOOLS) with `command` / `path`; answer a request carrying a tool result with text
-    # echoing it ("TOOL RESULT: ..."); plain text when no such tool is offered.
-    "tool_attack",
-})
+# "tool_attack" goes for the first offered tool of ATTACK_TOOLS, with `command` / `path`, and
+# echoes a tool result as "TOOL RESULT: ..."
+SCENARIOS = CLI_API_SCENARIOS
 
 # scenario -> (status, Mistral error type, message, Mistral numeric code)
 _ERRORS: dict[str, tuple[int, str, str, str]] = {
@@ -87,51 +66,22 @@ ATTACK_TOOLS: tuple[str, ...] = ("bash", "run_shell_command", "exec_command", "r
 TOOL_RESULT_PREFIX = "TOOL RESULT: "
 NO_TOOL_ANSWER = "No tool to attack with."
 BOOTSTRAP_ROUTE = "/v1/connectors/bootstrap"
-WEATHER_TOOL_SUFFIX = "get_weather"
-WEATHER_ANSWER_PREFIX = "Weather report: "
-DEFAULT_CITY = "Paris"
-_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
+#: a rendered tool result (vibe's rendering: always with the call's id)
 _RENDERED_RESULT = re.compile(r"^Tool result \([^)\n]*\)[^\n]*:\n(.*?)(?=\n\n|\Z)",
                               re.MULTILINE | re.DOTALL)
 
 
 @dataclasses.dataclass(frozen=True)
-class Scenario:
-    """What the mock answers to ``POST /v1/chat/completions``; unused options are ignored."""
+class Scenario(CliApiScenario):
+    """What the mock answers to ``POST /v1/chat/completions``: the shared options
+    (``error_type``: a Mistral error type) and these."""
 
-    name: str = "success"
-    deltas: tuple[str, ...] = DEFAULT_DELTAS  # success/stall: the text deltas
-    delay: float = 0.05  # success/stall: seconds before each delta
-    retry_after: float | None = None  # error scenarios: `retry-after` header
-    interval: float = 2.0  # slow: seconds before each chunk
-    count: int | None = None  # slow: number of chunks, None = forever
-    status: int = 400  # error: HTTP status
-    error_type: str = "invalid_request_error"  # error: Mistral error type
-    message: str = "mock error"  # error: message (also overrides the built-in errors' text)
-    times: int | None = None  # serve this scenario to the next N requests, then "success"
     command: str = "id"  # tool_attack: the shell command a shell tool is called with
     path: str = "/etc/hostname"  # tool_attack: the file a file-reading tool is called with
     tools: tuple[str, ...] = ATTACK_TOOLS  # tool_attack: the tools to go for, best first
 
     def __post_init__(self) -> None:
-        if self.name not in SCENARIOS:
-            raise ValueError(f"unknown scenario {self.name!r}; known: {sorted(SCENARIOS)}")
-        if isinstance(self.deltas, str) or not all(isinstance(d, str) for d in self.deltas):
-            raise ValueError("deltas must be a list of strings")
-        object.__setattr__(self, "deltas", tuple(self.deltas))
-        for name in ("delay", "interval"):
-            value = getattr(self, name)
-            if not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number >= 0")
-        if self.retry_after is not None and (
-                not isinstance(self.retry_after, int | float) or self.retry_after < 0):
-            raise ValueError("retry_after must be a number >= 0 or null")
-        if self.count is not None and (not isinstance(self.count, int) or self.count < 0):
-            raise ValueError("count must be an integer >= 0 or null")
-        if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
-            raise ValueError("times must be an integer >= 1 or null")
-        if not isinstance(self.status, int) or not 100 <= self.status <= 599:
-            raise ValueError("status must be an HTTP status code")
+        self.check_common(SCENARIOS, retry_after=True)
         if not isinstance(self.command, str) or not isinstance(self.path, str):
             raise ValueError("command and path must be strings")
         if isinstance(self.tools, str) or not all(t in ATTACK_TOOLS for t in self.tools):
@@ -139,21 +89,9 @@ class Scenario:
         object.__setattr__(self, "tools", tuple(self.tools))
 
     @classmethod
-    def build(cls, name: str, **options: Any) -> Scenario:
-        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(
-                f"unknown scenario option(s) {sorted(unknown)}; known: {sorted(known)}")
-        if "message" not in options and name in _ERRORS:
-            options["message"] = _ERRORS[name][2]
-        return cls(name=name, **options)
+    def defaults(cls, name: str) -> dict[str, Any]:
+        return {"message": _ERRORS[name][2]} if name in _ERRORS else {}
 
-    def as_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["deltas"] = list(self.deltas)
-        data["tools"] = list(self.tools)
-        return data
 
 class MockMistral(RequestLog[Scenario]):
     """The handle ``serve_mock`` hands to ``task_status.started``: ``requests`` are the recorded
@@ -239,29 +177,14 @@ def _last_user_text(payload: dict[str, Any]) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _weather_tool(payload: dict[str, Any]) -> str | None:
-    """The offered tool whose name ends with ``get_weather`` (any MCP prefix), or None."""
-    for tool in payload.get("tools") or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str) and name.endswith(WEATHER_TOOL_SUFFIX):
-            return name
-    return None
-
-
 def weather_answer(payload: dict[str, Any]) -> list[tuple[str, str]] | str | None:
     """get_weather: the calls to make (``[(tool name, JSON arguments)]``), the text that quotes
     the results already in the conversation, or None when no such tool is offered."""
-    name = _weather_tool(payload)
+    name = chat_weather_tool(payload)
     if name is None:
         return None
-    text = _last_user_text(payload)
-    results = _tool_results(payload) + [r.strip() for r in _RENDERED_RESULT.findall(text)]
-    if results:
-        return WEATHER_ANSWER_PREFIX + " | ".join(results)
-    match = _CITIES.search(text)
-    cities = [c for c in match.groups() if c] if match else [DEFAULT_CITY]
-    return [(name, json.dumps({"city": city})) for city in cities]
+    move = report_or_cities(_last_user_text(payload), _tool_results(payload), _RENDERED_RESULT)
+    return move if isinstance(move, str) else [(name, json.dumps({"city": c})) for c in move]
 
 
 def _call_id(n: int, i: int) -> str:
@@ -269,47 +192,31 @@ def _call_id(n: int, i: int) -> str:
     return f"W{n:05d}c{i:02d}"
 
 
-class _Server:
-    def __init__(self, handle: MockMistral) -> None:
-        self.handle = handle
+class _Server(Responder[MockMistral]):
+    def bad_request(self, message: str) -> dict[str, Any]:
+        return _error_payload("invalid_request_error", message, None)
 
-    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
-        """Answer one request; returns False when the connection must be closed."""
-        target = request.target.decode("latin-1")
-        route = urlsplit(target).path
-        method = request.method.decode("latin-1")
-        if route.startswith("/_mock/"):
-            await control(ex, self.handle, method, route, body)
-            return True
-        record = self.handle._record(request, body)
-
-        async def plain(status: int, payload: Any) -> bool:
-            record["status"] = status
-            await ex.respond_json(status, payload)
-            self.handle._finish(record, "completed")
-            return True
-
+    async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
+        route, method = record["route"], record["method"]
         if route == BOOTSTRAP_ROUTE and method == "GET":
             # The captures answered 404 here and the CLI went on without connectors.
-            return await plain(404, {"detail": "Not Found"})
+            return await self.reply_json(ex, record, 404, {"detail": "Not Found"})
         if route != CHAT_ROUTE:
-            return await plain(404, {"detail": "Not Found"})
+            return await self.reply_json(ex, record, 404, {"detail": "Not Found"})
         if method != "POST":
-            return await plain(405, {"detail": "Method Not Allowed"})
-        scenario = self.handle._take_scenario()
-        record["scenario"] = scenario.name
+            return await self.reply_json(ex, record, 405, {"detail": "Method Not Allowed"})
+        scenario: Scenario = self.take_scenario(record)
         payload = record["body"]
-        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-            reason = "body is not JSON" if payload is None else "model: a string is required"
-            return await plain(400, _error_payload("invalid_request_error", reason, "3001"))
+        if (reason := self.model_problem(payload)) is not None:
+            return await self.reply_json(
+                ex, record, 400, _error_payload("invalid_request_error", reason, "3001"))
         return await self._chat(ex, scenario, record, payload)
 
     async def _chat(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                     payload: dict[str, Any]) -> bool:
         name = scenario.name
         if name == "drop":
-            self.handle._finish(record, "dropped")
-            return False
+            return self.drop(record)
 
         async def respond() -> None:
             if name in _ERRORS or name == "error":
@@ -328,9 +235,7 @@ class _Server:
             else:
                 await self._whole(ex, scenario, record, payload)
 
-        eof = await while_watching(ex, respond)
-        self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
-        return ex.complete and not eof
+        return await self.watched(ex, record, respond)
 
     async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                       payload: dict[str, Any]) -> None:
@@ -351,47 +256,33 @@ class _Server:
             await ex.send_sse(json.dumps(body))
 
         await chunk({"role": "assistant", "content": ""})
-        if scenario.name == "stall":
-            await trio.sleep(scenario.delay)
-            await chunk({"content": scenario.deltas[0] if scenario.deltas else "Hello"})
-            await trio.sleep_forever()
-        elif scenario.name == "slow":
-            chunks = itertools.count() if scenario.count is None else range(scenario.count)
-            for i in chunks:
-                await trio.sleep(scenario.interval)
-                await chunk({"content": f" chunk{i}"})
-        elif scenario.name == "tool_attack":
+        weather = (None if scenario.name in ("stall", "slow", "tool_attack")
+                   else weather_answer(payload))
+        if scenario.name == "tool_attack":
             results = _tool_results(payload)
             call = None if results else _attack_call(scenario, payload)
             record["tool_attack"] = call[0] if call else None
-            if call is not None:
+            if call is None:
+                text = (TOOL_RESULT_PREFIX + "\n".join(results)) if results else NO_TOOL_ANSWER
+                await chunk({"content": text})
+            else:
                 name, arguments = call
                 await chunk({"tool_calls": [{
                     "id": f"call{record['n']:06d}", "type": "function", "index": 0,
                     "function": {"name": name, "arguments": arguments}}]})
-                await chunk({"content": ""}, "tool_calls", _usage())
-                await ex.send_sse("[DONE]")
-                await ex.send(h11.EndOfMessage())
-                return
-            text = (TOOL_RESULT_PREFIX + "\n".join(results)) if results else NO_TOOL_ANSWER
-            await chunk({"content": text})
-        elif isinstance(weather := weather_answer(payload), list):
+            last: dict[str, Any] = {"content": ""}
+            reason = "stop" if call is None else "tool_calls"
+        elif isinstance(weather, list):
             record["tool_calls"] = [name for name, _ in weather]
-            await chunk({"tool_calls": [
+            last, reason = {"tool_calls": [
                 {"id": _call_id(record["n"], i), "type": "function", "index": i,
                  "function": {"name": name, "arguments": arguments}}
-                for i, (name, arguments) in enumerate(weather)]}, "tool_calls", _usage())
-            await ex.send_sse("[DONE]")
-            await ex.send(h11.EndOfMessage())
-            return
-        elif isinstance(weather, str):
-            await trio.sleep(scenario.delay)
-            await chunk({"content": weather})
+                for i, (name, arguments) in enumerate(weather)]}, "tool_calls"
         else:
-            for text in scenario.deltas:
-                await trio.sleep(scenario.delay)
-                await chunk({"content": text})
-        await chunk({"content": ""}, "stop", _usage())
+            await scenario.stream_text(lambda text: chunk({"content": text}),
+                                       (weather,) if isinstance(weather, str) else None)
+            last, reason = {"content": ""}, "stop"
+        await chunk(last, reason, _usage())
         await ex.send_sse("[DONE]")
         await ex.send(h11.EndOfMessage())
 
@@ -430,13 +321,6 @@ class _Server:
             "usage": _usage()})
 
 
-async def serve_mock(*, scenario: str = "success", host: str = "127.0.0.1", port: int = 0,
-                     task_status: trio.TaskStatus[MockMistral] = trio.TASK_STATUS_IGNORED,
-                     **options: Any) -> None:
-    """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
-    :class:`MockMistral` handle once the socket is bound; ``options`` are the scenario's."""
-    handle = MockMistral(Scenario.build(scenario, **options))
-    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
-                     bad_request=lambda message: _error_payload("invalid_request_error", message,
-                                                                None),
-                     task_status=task_status)
+#: ``await nursery.start(serve_mock, ...)`` (or ``functools.partial(serve_mock, scenario=...,
+#: **options)``) serves until cancelled and returns the ``MockMistral`` handle once bound
+serve_mock = serve_mock_of(MockMistral, Scenario, _Server)

@@ -18,13 +18,13 @@ in ``_server.py``; records and the control API are those of ``mock_anthropic``
 (``tests/support/README.md``).
 """
 
+from mockhttp.scenario import DEFAULT_DELTAS
+from mockhttp.weather import WEATHER_ANSWER_PREFIX, WEATHER_TOOL_SUFFIX
+
 from ._server import (
-    DEFAULT_DELTAS,
     INPUT_TOKENS,
     OUTPUT_TOKENS,
     SCENARIOS,
-    WEATHER_ANSWER_PREFIX,
-    WEATHER_TOOL_SUFFIX,
     MockResponses,
     Scenario,
     offered_tools,

@@ -33,66 +33,23 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import math
-import re
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 import h11
 import trio
-from mockhttp import Exchange, RequestLog, control, fmt_seconds, serve_http, while_watching
+from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
+from mockhttp.scenario import CLI_API_SCENARIOS, INPUT_TOKENS, OUTPUT_TOKENS, CliApiScenario
+from mockhttp.weather import WEATHER_TOOL_SUFFIX, report_or_cities
 
-__all__ = [
-    "DEFAULT_DELTAS",
-    "INPUT_TOKENS",
-    "OUTPUT_TOKENS",
-    "SCENARIOS",
-    "MockResponses",
-    "Scenario",
-    "WEATHER_ANSWER_PREFIX",
-    "WEATHER_TOOL_SUFFIX",
-    "offered_tools",
-    "serve_mock",
-    "weather_answer",
-]
+# besides the shared ones: "quota" (billing: codex never retries it) and "usage_limit" (a
+# ChatGPT plan's window, `resets_in_seconds`); "error" also takes a `code`. "tool_attack", a
+# prompt-injected model, calls the first offered tool it knows with `command` (shell tools),
+# `path` (view_image) or a patch adding `marker` (apply_patch)
+SCENARIOS: frozenset[str] = CLI_API_SCENARIOS | {"quota", "usage_limit"}
 
-DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
-INPUT_TOKENS = 25
-OUTPUT_TOKENS = 7
-WEATHER_TOOL_SUFFIX = "get_weather"
-WEATHER_ANSWER_PREFIX = "Weather report: "
-DEFAULT_CITY = "Paris"
-_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
-#: a rendered tool result: "Tool result:" or "Tool result (<id>):", then the text (after an
-#: optional "[<name> returned] " tag) up to a blank line
-_RENDERED_RESULT = re.compile(
-    r"^Tool result(?: \([^)\n]*\))?[^\n]*:\n(?:\[[^\]\n]* returned\] )?(.*?)(?=\n\n|\Z)",
-    re.MULTILINE | re.DOTALL)
-
-SCENARIOS: frozenset[str] = frozenset(
-    {
-        "success",  # the 4 deltas above, `delay` seconds apart
-        "rate_limit",  # 429 rate_limit_exceeded (+ `retry-after` if `retry_after` is set)
-        "quota",  # 429 insufficient_quota (billing: codex never retries it)
-        "usage_limit",  # 429 usage_limit_reached (a ChatGPT plan's window), `resets_in_seconds`
-        "auth",  # 401 invalid_api_key
-        "server_error",  # 500 server_error
-        "overloaded",  # 503 "The engine is currently overloaded"
-        "error",  # any status: `status`, `error_type`, `code`, `message`
-        "slow",  # " chunk0", " chunk1", ... one every `interval` s; `count` chunks or forever
-        "stall",  # one delta, then silence with the connection open
-        "hang",  # read the request, never send a status line
-        "drop",  # read the request, close the connection without a response
-        # a prompt-injected model: calls the first offered tool it knows with `command` (shell
-        # tools), `path` (view_image) or a patch adding `marker` (apply_patch); once the tool
-        # output comes back, answers text echoing it (so a leak reaches the client); plain
-        # text when no such tool is offered
-        "tool_attack",
-    }
-)
-
-# scenario -> (status, error type, error code, message)
+# scenario -> (status, error type, error code, message); an error adds `retry-after` if
+# `retry_after` is set
 _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     "rate_limit": (
         429,
@@ -134,29 +91,17 @@ _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
     ),
 }
 
-_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
-# what the mock sends itself (framing, x-request-id, and the error scenarios' retry-after)
-_OWN_HEADERS = frozenset({"content-type", "content-length", "transfer-encoding", "connection",
-                          "cache-control", "x-request-id", "retry-after"})
+# what the mock sends itself besides the framing (x-request-id, the errors' retry-after)
+_OWN_HEADERS = frozenset({"cache-control", "x-request-id", "retry-after"})
 
 
 @dataclasses.dataclass(frozen=True)
-class Scenario:
-    """What the mock answers to ``POST /v1/responses``; options a scenario does not use are
-    ignored."""
+class Scenario(CliApiScenario):
+    """What the mock answers to ``POST /v1/responses``: the shared options (``error_type``:
+    an OpenAI error type) and these."""
 
-    name: str = "success"
-    deltas: tuple[str, ...] = DEFAULT_DELTAS  # success: the text deltas
-    delay: float = 0.05  # success/stall: seconds before each delta
-    retry_after: float | None = None  # error scenarios: `retry-after` header (seconds)
     resets_in_seconds: int | None = 3600  # usage_limit: in the error body (None: left out)
-    interval: float = 2.0  # slow: seconds before each chunk
-    count: int | None = None  # slow: number of chunks, None = forever
-    status: int = 400  # error: HTTP status
-    error_type: str = "invalid_request_error"  # error: OpenAI error type
     code: str | None = None  # error: OpenAI error code
-    message: str = "mock error"  # error: message (also overrides the built-in errors' text)
-    times: int | None = None  # serve this scenario to the next N requests, then "success"
     served_model: str | None = None  # the `model` in the response (default: the request's)
     cached_tokens: int = 0  # usage.input_tokens_details.cached_tokens (part of input_tokens)
     command: str = ""  # tool_attack: the shell string for exec_command/shell_command/shell
@@ -172,68 +117,20 @@ class Scenario:
     response_headers: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.name not in SCENARIOS:
-            raise ValueError(f"unknown scenario {self.name!r}; known: {sorted(SCENARIOS)}")
-        if isinstance(self.deltas, str) or not all(isinstance(d, str) for d in self.deltas):
-            raise ValueError("deltas must be a list of strings")
-        object.__setattr__(self, "deltas", tuple(self.deltas))
-        for field in ("delay", "interval"):
-            value = getattr(self, field)
-            if not isinstance(value, int | float) or value < 0 or not math.isfinite(value):
-                raise ValueError(f"{field} must be a finite number >= 0")
-        if self.retry_after is not None and (
-            not isinstance(self.retry_after, int | float) or self.retry_after < 0
-        ):
-            raise ValueError("retry_after must be a number >= 0 or null")
+        self.check_common(SCENARIOS, retry_after=True)
         if not isinstance(self.cached_tokens, int) or not 0 <= self.cached_tokens <= INPUT_TOKENS:
             raise ValueError(f"cached_tokens must be an integer between 0 and {INPUT_TOKENS}")
-        for field in ("count", "resets_in_seconds"):
-            value = getattr(self, field)
-            if value is not None and (not isinstance(value, int) or value < 0):
-                raise ValueError(f"{field} must be an integer >= 0 or null")
-        if self.times is not None and (not isinstance(self.times, int) or self.times < 1):
-            raise ValueError("times must be an integer >= 1 or null")
-        if not isinstance(self.status, int) or not 100 <= self.status <= 599:
-            raise ValueError("status must be an HTTP status code")
-        for field in ("command", "path", "marker", "preamble"):
-            if not isinstance(getattr(self, field), str):
-                raise ValueError(f"{field} must be a string")
+        resets = self.resets_in_seconds
+        if resets is not None and (not isinstance(resets, int) or resets < 0):
+            raise ValueError("resets_in_seconds must be an integer >= 0 or null")
+        self.check_strings("command", "path", "marker", "preamble")
         if self.tool_arguments is not None and not isinstance(self.tool_arguments, str):
             raise ValueError("tool_arguments must be a string or null")
-        object.__setattr__(self, "response_headers", _checked_headers(self.response_headers))
+        self.check_headers("response_headers", _OWN_HEADERS)
 
     @classmethod
-    def build(cls, name: str, **options: Any) -> Scenario:
-        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(
-                f"unknown scenario option(s) {sorted(unknown)}; known: {sorted(known)}"
-            )
-        if "message" not in options and name in _ERRORS:
-            options["message"] = _ERRORS[name][3]
-        return cls(name=name, **options)
-
-    def as_json(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["deltas"] = list(self.deltas)
-        return data
-
-
-def _checked_headers(headers: object) -> dict[str, str]:
-    """``response_headers`` as a fresh dict with lower-case names, or ValueError."""
-    if not isinstance(headers, dict):
-        raise ValueError("response_headers must be an object of header name -> string value")
-    checked: dict[str, str] = {}
-    for name, value in headers.items():
-        if not isinstance(name, str) or not _HEADER_NAME.fullmatch(name):
-            raise ValueError(f"response_headers: {name!r} is not a header name")
-        if not isinstance(value, str) or any(c in value for c in "\r\n\0"):
-            raise ValueError(f"response_headers[{name!r}] must be a one-line string")
-        if name.lower() in _OWN_HEADERS:
-            raise ValueError(f"response_headers: {name!r} is set by the mock itself")
-        checked[name.lower()] = value
-    return checked
+    def defaults(cls, name: str) -> dict[str, Any]:
+        return {"message": _ERRORS[name][3]} if name in _ERRORS else {}
 
 
 class MockResponses(RequestLog[Scenario]):
@@ -376,14 +273,11 @@ def weather_answer(body: dict[str, Any]) -> list[tuple[str | None, str, str]] | 
     tool = _weather_tool(body)
     if tool is None:
         return None
-    text = _last_user_text(body)
-    results = _tool_outputs(body) + [r.strip() for r in _RENDERED_RESULT.findall(text)]
-    if results:
-        return WEATHER_ANSWER_PREFIX + " | ".join(results)
-    match = _CITIES.search(text)
-    cities = [c for c in match.groups() if c] if match else [DEFAULT_CITY]
+    move = report_or_cities(_last_user_text(body), _tool_outputs(body))
+    if isinstance(move, str):
+        return move
     namespace, name = tool
-    return [(namespace, name, json.dumps({"city": city})) for city in cities]
+    return [(namespace, name, json.dumps({"city": city})) for city in move]
 
 
 def _weather_calls(calls: list[tuple[str | None, str, str]], n: int) -> list[dict[str, Any]]:
@@ -428,65 +322,33 @@ def _attack_call(scenario: Scenario, body: dict[str, Any], n: int) -> dict[str, 
     return None
 
 
-class _Server:
-    def __init__(self, handle: MockResponses) -> None:
-        self.handle = handle
+class _Server(Responder[MockResponses]):
+    def bad_request(self, message: str) -> dict[str, Any]:
+        return _error_payload("invalid_request_error", message, None)
 
-    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
-        """Answer one request; returns False when the connection must be closed."""
-        target = request.target.decode("latin-1")
-        route = urlsplit(target).path
-        method = request.method.decode("latin-1")
-        if route.startswith("/_mock/"):
-            await control(ex, self.handle, method, route, body)
-            return True
-        record = self.handle._record(request, body)
+    async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
+        route, method = record["route"], record["method"]
         request_id = f"req_mock{record['n']:06d}"
         extra = [("x-request-id", request_id)]
-        if route != "/v1/responses":
-            record["status"] = 404
-            await ex.respond_json(
-                404,
-                _error_payload("invalid_request_error", f"Invalid URL ({method} {route})", None),
-                extra,
-            )
-            self.handle._finish(record, "completed")
-            return True
-        if method != "POST":
-            record["status"] = 405
-            await ex.respond_json(
-                405,
-                _error_payload("invalid_request_error", f"Method {method} not allowed", None),
-                extra,
-            )
-            self.handle._finish(record, "completed")
-            return True
-        scenario = self.handle._take_scenario()
-        record["scenario"] = scenario.name
+        refused = ((404, f"Invalid URL ({method} {route})") if route != "/v1/responses"
+                   else (405, f"Method {method} not allowed") if method != "POST" else None)
+        if refused is not None:
+            status, reason = refused
+            return await self.reply_json(
+                ex, record, status, _error_payload("invalid_request_error", reason, None), extra)
+        scenario: Scenario = self.take_scenario(record)
         payload = record["body"]
-        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-            record["status"] = 400
-            reason = "body is not JSON" if payload is None else "model: a string is required"
-            await ex.respond_json(
-                400, _error_payload("invalid_request_error", reason, None),
-                [*extra, *scenario.response_headers.items()],
-            )
-            self.handle._finish(record, "completed")
-            return True
+        if (reason := self.model_problem(payload)) is not None:
+            return await self.reply_json(
+                ex, record, 400, _error_payload("invalid_request_error", reason, None),
+                [*extra, *scenario.response_headers.items()])
         return await self._responses(ex, scenario, record, payload, request_id)
 
-    async def _responses(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        payload: dict[str, Any],
-        request_id: str,
-    ) -> bool:
+    async def _responses(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                         payload: dict[str, Any], request_id: str) -> bool:
         name = scenario.name
         if name == "drop":
-            self.handle._finish(record, "dropped")
-            return False
+            return self.drop(record)
 
         async def respond() -> None:
             if name in _ERRORS or name == "error":
@@ -496,9 +358,7 @@ class _Server:
             else:
                 await self._stream(ex, scenario, record, payload, request_id)
 
-        eof = await while_watching(ex, respond)
-        self.handle._finish(record, "completed" if ex.complete else "client_disconnected")
-        return ex.complete and not eof
+        return await self.watched(ex, record, respond)
 
     async def _error(
         self, ex: Exchange, scenario: Scenario, record: dict[str, Any], request_id: str
@@ -522,14 +382,8 @@ class _Server:
             status, _error_payload(error_type, scenario.message, code, **fields), extra
         )
 
-    async def _stream(
-        self,
-        ex: Exchange,
-        scenario: Scenario,
-        record: dict[str, Any],
-        payload: dict[str, Any],
-        request_id: str,
-    ) -> None:
+    async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                      payload: dict[str, Any], request_id: str) -> None:
         n = record["n"]
         model = scenario.served_model or payload["model"]
         response_id, item_id = f"resp_mock{n:06d}", f"msg_mock{n:06d}"
@@ -581,19 +435,7 @@ class _Server:
             await sse.send("response.output_text.delta", item_id=item_id, output_index=0,
                            content_index=0, delta=text, logprobs=[])
 
-        if scenario.name == "stall":
-            await trio.sleep(scenario.delay)
-            await delta(scenario.deltas[0] if scenario.deltas else "Hello")
-            await trio.sleep_forever()
-        elif scenario.name == "slow":
-            chunks = itertools.count() if scenario.count is None else range(scenario.count)
-            for i in chunks:
-                await trio.sleep(scenario.interval)
-                await delta(f" chunk{i}")
-        else:
-            for text in deltas:
-                await trio.sleep(scenario.delay)
-                await delta(text)
+        await scenario.stream_text(delta, deltas)
         text = "".join(texts)
         await sse.send("response.output_text.done", item_id=item_id, output_index=0,
                        content_index=0, text=text, logprobs=[])
@@ -675,18 +517,6 @@ class _Server:
         await sse.ex.send(h11.EndOfMessage())
 
 
-async def serve_mock(
-    *,
-    scenario: str = "success",
-    host: str = "127.0.0.1",
-    port: int = 0,
-    task_status: trio.TaskStatus[MockResponses] = trio.TASK_STATUS_IGNORED,
-    **options: Any,
-) -> None:
-    """Serve the mock until cancelled. ``await nursery.start(serve_mock, ...)`` returns the
-    ``MockResponses`` handle once the socket is bound; ``options`` are the scenario's."""
-    handle = MockResponses(Scenario.build(scenario, **options))
-    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
-                     bad_request=lambda message: _error_payload("invalid_request_error", message,
-                                                                None),
-                     task_status=task_status)
+#: ``await nursery.start(serve_mock, ...)`` (or ``functools.partial(serve_mock, scenario=...,
+#: **options)``) serves until cancelled and returns the ``MockResponses`` handle once bound
+serve_mock = serve_mock_of(MockResponses, Scenario, _Server)

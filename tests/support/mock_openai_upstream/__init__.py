@@ -1,11 +1,11 @@
 """A loopback mock of an OpenAI-compatible chat completions API with scripted faults."""
 
+from mockhttp.weather import WEATHER_ANSWER_PREFIX, WEATHER_TOOL_SUFFIX
+
 from ._server import (
     DEFAULT_DELTAS,
     PROMPT_TOKENS,
     SCENARIOS,
-    WEATHER_ANSWER_PREFIX,
-    WEATHER_TOOL_SUFFIX,
     MockOpenAI,
     Scenario,
     serve_mock,

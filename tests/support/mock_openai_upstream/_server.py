@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import re
 import socket
 import struct
 from collections import deque
@@ -32,31 +31,12 @@ from typing import Any
 
 import h11
 import trio
-from mockhttp import Exchange, RequestLog, fmt_seconds, serve_http, while_watching
+from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
+from mockhttp.scenario import DEFAULT_DELTAS, ScenarioBase
+from mockhttp.weather import chat_weather_tool, report_or_cities
 
-__all__ = [
-    "DEFAULT_DELTAS",
-    "PROMPT_TOKENS",
-    "SCENARIOS",
-    "WEATHER_ANSWER_PREFIX",
-    "WEATHER_TOOL_SUFFIX",
-    "MockOpenAI",
-    "Scenario",
-    "serve_mock",
-]
-
-DEFAULT_DELTAS: tuple[str, ...] = ("Hello", " from", " the mock", " upstream.")
 PROMPT_TOKENS = 21
 CREATED = 1_700_000_000
-WEATHER_TOOL_SUFFIX = "get_weather"
-WEATHER_ANSWER_PREFIX = "Weather report: "
-_DEFAULT_CITY = "Paris"
-_CITIES = re.compile(r"weather in ([A-Z][\w-]*)(?:,? and (?:in )?([A-Z][\w-]*))?")
-#: a rendered tool result: "Tool result:" or "Tool result (<id>):", then the text (after an
-#: optional "[<name> returned] " tag) up to a blank line
-_RENDERED_RESULT = re.compile(
-    r"^Tool result(?: \([^)\n]*\))?[^\n]*:\n(?:\[[^\]\n]* returned\] )?(.*?)(?=\n\n|\Z)",
-    re.MULTILINE | re.DOTALL)
 
 SCENARIOS: frozenset[str] = frozenset(
     {
@@ -108,7 +88,7 @@ _ERRORS: dict[str, tuple[int, str, str | None, str]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class Scenario:
+class Scenario(ScenarioBase):
     """What the mock answers to one request; options a scenario does not use are ignored."""
 
     name: str = "success"
@@ -149,15 +129,8 @@ class Scenario:
             raise ValueError("times must be >= 1 or None")
 
     @classmethod
-    def build(cls, name: str, **options: Any) -> Scenario:
-        known = {f.name for f in dataclasses.fields(cls)} - {"name"}
-        unknown = set(options) - known
-        if unknown:
-            raise ValueError(
-                f"unknown scenario option(s) {sorted(unknown)}; known: {sorted(known)}")
-        if name in _ERRORS and "message" not in options:
-            options["message"] = _ERRORS[name][3]
-        return cls(name=name, **options)
+    def defaults(cls, name: str) -> dict[str, Any]:
+        return {"message": _ERRORS[name][3]} if name in _ERRORS else {}
 
 
 class MockOpenAI(RequestLog[Scenario]):
@@ -269,54 +242,44 @@ class _Stream:
         await self.ex.send(h11.EndOfMessage())
 
 
-class _Server:
-    def __init__(self, handle: MockOpenAI) -> None:
-        self.handle = handle
+class _Server(Responder[MockOpenAI]):
+    CONTROL_API = False  # no /_mock/ routes: a test drives it in-process
 
-    async def dispatch(self, ex: Exchange, request: h11.Request, body: bytes) -> bool:
-        """Answer one request; False when the connection must be closed."""
-        record = self.handle._record(request, body)
+    def bad_request(self, message: str) -> dict[str, Any]:
+        return _error_body("invalid_request_error", None, message)
+
+    def connection(self, delta: int) -> None:
+        self.handle._connection(delta)
+
+    async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
         route = record["route"]
         if route != "/v1/chat/completions" or record["method"] != "POST":
-            record["status"] = 404
-            await ex.respond_json(404, _error_body("invalid_request_error", "not_found",
-                                                   f"no route {record['method']} {route}"))
-            self.handle._finish(record, "completed")
-            return True
+            return await self.reply_json(ex, record, 404, _error_body(
+                "invalid_request_error", "not_found", f"no route {record['method']} {route}"))
         payload = record["body"]
-        if not isinstance(payload, dict) or not isinstance(payload.get("model"), str):
-            record["status"] = 400
-            await ex.respond_json(400, _error_body("invalid_request_error", None,
-                                                   "a JSON body with a model is required"))
-            self.handle._finish(record, "completed")
-            return True
-        scenario = self.handle._take_scenario()
-        record["scenario"] = scenario.name
+        if self.model_problem(payload) is not None:
+            return await self.reply_json(ex, record, 400, _error_body(
+                "invalid_request_error", None, "a JSON body with a model is required"))
+        scenario: Scenario = self.take_scenario(record)
         name = scenario.name
         if name in ("drop", "reset"):
             if name == "reset":  # SO_LINGER 0: close() sends RST
                 ex.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
                                             struct.pack("ii", 1, 0))
-            self.handle._finish(record, "dropped" if name == "drop" else "reset")
-            return False
-        outcome = "completed"
+            return self.drop(record, "dropped" if name == "drop" else "reset")
 
-        async def respond() -> None:
-            nonlocal outcome
+        async def respond() -> str | None:
             if name in _ERRORS or name == "error":
                 await self._error(ex, scenario, record)
             elif name == "hang":
                 await trio.sleep_forever()
             elif payload.get("stream") is True:
-                outcome = await self._stream(ex, scenario, record, payload)
+                return await self._stream(ex, scenario, record, payload)
             else:
                 await self._whole(ex, scenario, record, payload)
+            return None
 
-        eof = await while_watching(ex, respond)
-        if outcome == "completed" and not ex.complete:
-            outcome = "client_disconnected"
-        self.handle._finish(record, outcome)
-        return ex.complete and not eof
+        return await self.watched(ex, record, respond)
 
     async def _error(self, ex: Exchange, scenario: Scenario, record: dict[str, Any]) -> None:
         status, etype, code, _ = _ERRORS.get(
@@ -332,8 +295,9 @@ class _Server:
         await ex.respond_json(status, error, extra)
 
     async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
-                      payload: dict[str, Any]) -> str:
-        """Stream an answer (or a fault); returns the request's outcome."""
+                      payload: dict[str, Any]) -> str | None:
+        """Stream an answer (or a fault); returns the outcome of a fault that ends it (cut),
+        else None."""
         options = payload.get("stream_options")
         asked = isinstance(options, dict) and options.get("include_usage") is True
         include_usage = asked if scenario.usage is None else scenario.usage
@@ -356,7 +320,7 @@ class _Server:
                 await trio.sleep_forever()
             await out.event(_error_body("server_error", None, scenario.message))
             await ex.send(h11.EndOfMessage())
-            return "completed"
+            return None
         weather = weather_answer(payload) if name == "weather" else None
         if isinstance(weather, list):
             if scenario.preamble:
@@ -366,7 +330,7 @@ class _Server:
                     arguments = scenario.tool_arguments
                 await out.tool_call(tool, arguments, i, f"call_mock{record['n']:06d}_{i}")
             await out.finish(completion_tokens=len(weather), finish_reason="tool_calls")
-            return "completed"
+            return None
         if isinstance(weather, str):
             await out.deltas((weather,))
         elif scenario.tool_call is not None:
@@ -374,7 +338,7 @@ class _Server:
         else:
             await out.deltas(scenario.deltas)
         await out.finish(completion_tokens=len(scenario.deltas))
-        return "completed"
+        return None
 
     async def _whole(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                      payload: dict[str, Any]) -> None:
@@ -389,16 +353,6 @@ class _Server:
         })
 
 
-def _weather_tool(body: dict[str, Any]) -> str | None:
-    """The name of the offered function whose name ends with ``get_weather``."""
-    for tool in body.get("tools") or []:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        name = function.get("name") if isinstance(function, dict) else None
-        if isinstance(name, str) and name.endswith(WEATHER_TOOL_SUFFIX):
-            return name
-    return None
-
-
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -411,7 +365,7 @@ def _text(content: Any) -> str:
 def weather_answer(body: dict[str, Any]) -> list[tuple[str, str]] | str | None:
     """weather: the calls to make (``[(name, JSON arguments)]``), the text that quotes the
     results already in the request, or None when no such tool is offered."""
-    tool = _weather_tool(body)
+    tool = chat_weather_tool(body)
     if tool is None:
         return None
     messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
@@ -419,25 +373,14 @@ def weather_answer(body: dict[str, Any]) -> list[tuple[str, str]] | str | None:
     text = _text(messages[last_user].get("content")) if last_user >= 0 else ""
     results = [_text(m.get("content")).strip() for m in messages[last_user + 1:]
                if m.get("role") == "tool"]
-    results += [r.strip() for r in _RENDERED_RESULT.findall(text)]
-    if results:
-        return WEATHER_ANSWER_PREFIX + " | ".join(results)
-    match = _CITIES.search(text)
-    cities = [c for c in match.groups() if c] if match else [_DEFAULT_CITY]
-    return [(tool, json.dumps({"city": city})) for city in cities]
+    move = report_or_cities(text, results)
+    return move if isinstance(move, str) else [(tool, json.dumps({"city": c})) for c in move]
 
 
 def _error_body(etype: str, code: str | None, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": etype, "param": None, "code": code}}
 
 
-async def serve_mock(*, scenario: str = "success", host: str = "127.0.0.1", port: int = 0,
-                     task_status: trio.TaskStatus[MockOpenAI] = trio.TASK_STATUS_IGNORED,
-                     **options: Any) -> None:
-    """Serve until cancelled; ``await nursery.start(serve_mock, ...)`` returns the handle once
-    the socket is bound. ``options`` are the default scenario's."""
-    handle = MockOpenAI(Scenario.build(scenario, **options))
-    await serve_http(handle, _Server(handle).dispatch, host=host, port=port,
-                     bad_request=lambda message: _error_body("invalid_request_error", None,
-                                                             message),
-                     on_connection=handle._connection, task_status=task_status)
+#: ``await nursery.start(serve_mock, ...)`` (or ``functools.partial(serve_mock, scenario=...,
+#: **options)``) serves until cancelled and returns the ``MockOpenAI`` handle once bound
+serve_mock = serve_mock_of(MockOpenAI, Scenario, _Server)

@@ -1,5 +1,4 @@
-"""Request recording, scenario switching and waiting, shared by the mocks' handles, and the
-``/_mock/`` control API that exposes them to an out-of-process test."""
+"""Request recording, scenario switching and waiting: the base of every mock's handle."""
 
 from __future__ import annotations
 
@@ -12,8 +11,6 @@ from urllib.parse import urlsplit
 
 import h11
 import trio
-
-from ._h11 import Exchange
 
 
 class ScenarioLike(Protocol):
@@ -156,33 +153,3 @@ def _decode_body(encoding: str, body: bytes) -> bytes:
     if encoding == "deflate":
         return zlib.decompress(body)
     raise ValueError(f"unsupported content-encoding {encoding!r}")
-
-
-async def control(ex: Exchange, log: RequestLog[Any], method: str, route: str,
-                  body: bytes) -> None:
-    """Answer a ``/_mock/...`` request: ``GET|DELETE /_mock/requests``, ``GET|POST
-    /_mock/scenario`` (``{"scenario": name, **options}``), ``GET /_mock/health``."""
-    if route == "/_mock/requests" and method == "GET":
-        await ex.respond_json(200, {"count": log.request_count, "requests": log.requests})
-    elif route == "/_mock/requests" and method == "DELETE":
-        log.clear_requests()
-        await ex.respond_json(200, {"count": 0})
-    elif route == "/_mock/scenario" and method == "GET":
-        await ex.respond_json(200, {"scenario": log.scenario.as_json()})
-    elif route == "/_mock/scenario" and method == "POST":
-        try:
-            options = json.loads(body or b"{}")
-            if not isinstance(options, dict):
-                raise ValueError("body must be a JSON object")
-            name = options.pop("scenario", None)
-            if not isinstance(name, str):
-                raise ValueError('"scenario" (a string) is required')
-            scenario = log.set_scenario(name, **options)
-        except (ValueError, TypeError) as exc:
-            await ex.respond_json(400, {"error": str(exc)})
-        else:
-            await ex.respond_json(200, {"scenario": scenario.as_json()})
-    elif route == "/_mock/health" and method == "GET":
-        await ex.respond_json(200, {"ok": True})
-    else:
-        await ex.respond_json(404, {"error": f"no control route {method} {route}"})
