@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import trio
 
-from olp.failures import Code
-from olp.ir import ChatRequest, Error, Event, is_terminal
+from olp.failures import Code, failure
+from olp.ir import ChatRequest, Event, is_terminal
 
 from ._warm import PoolStatistics, WarmPool
 
@@ -129,9 +129,8 @@ class ProviderActor:
             await self._inbox_send.send(_Job(request, model, send, scope))
         except trio.ClosedResourceError:  # retired, before or while handing the job over
             with send:
-                send.send_nowait(Error(code=Code.CANCELLED, category="unavailable",
-                                       message=f"{self.name} was replaced by a config "
-                                               "reload before this hop started"))
+                send.send_nowait(failure(Code.CANCELLED, f"{self.name} was replaced by a config "
+                                                       "reload before this hop started"))
             return Ticket(recv, scope)
         except BaseException:
             send.close()
@@ -153,10 +152,9 @@ class ProviderActor:
                 self.limiter.acquire_nowait()
             except trio.WouldBlock:
                 self._jobs_refused += 1
-                await _send_quietly(job, Error(
-                    code=Code.CONCURRENCY_LIMIT, category="unavailable",
-                    message=f"{self.name} is running its maximum of "
-                            f"{int(self.limiter.total_tokens)} jobs"))
+                await _send_quietly(job, failure(
+                    Code.CONCURRENCY_LIMIT, f"{self.name} is running its maximum of "
+                                            f"{int(self.limiter.total_tokens)} jobs"))
                 return
             self._jobs_started += 1
             try:
@@ -181,11 +179,11 @@ class ProviderActor:
             await self.runner.run(job.request, job.model, emit)
         except Exception as exc:  # the per-job boundary: one job's bug never kills the actor
             log.exception("job failed", extra={"provider": self.name})
-            await emit(Error(code=Code.INTERNAL_ERROR, category="unknown",
-                             message=f"{type(exc).__name__} in the {self.name} provider"))
+            await emit(failure(Code.INTERNAL_ERROR,
+                               f"{type(exc).__name__} in the {self.name} provider"))
         if not ended:
-            await emit(Error(code=Code.PROTOCOL_ERROR, category="unknown",
-                             message=f"the {self.name} provider ended without an answer"))
+            await emit(failure(Code.PROTOCOL_ERROR,
+                               f"the {self.name} provider ended without an answer"))
 
 
 async def _send_quietly(job: _Job, event: Event) -> None:

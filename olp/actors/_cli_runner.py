@@ -16,7 +16,7 @@ from typing import Protocol
 import msgspec
 import trio
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
 
 from ._adapter import CapabilityMissing, CliAdapter, Invocation, LineParser
@@ -142,15 +142,14 @@ class CliRunner:
         try:
             spec, _, workdir = self._prepare(request, model, base)
         except CapabilityMissing as exc:
-            return Error(code=Code.CAPABILITY, category="client_error", message=str(exc),
-                         status=400)
+            return failure(Code.CAPABILITY, str(exc), status=400)
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
         try:
             async with self.spawner.open(spec) as proc:
                 return await self._read(proc, request, workdir, clock, emit)
         except SpawnError as exc:
             code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
-            return Error(code=code, category="unavailable", message=str(exc))
+            return failure(code, str(exc))
 
     # --- warm processes (olp/actors/_warm.py) ---------------------------------------------
 
@@ -235,8 +234,7 @@ class CliRunner:
                 try:
                     line = await proc.receive_line()
                 except LineTooLong as exc:
-                    return Error(code=Code.OUTPUT_TOO_LONG, category="unknown",
-                                 message=str(exc))
+                    return failure(Code.OUTPUT_TOO_LONG, str(exc))
                 if line is None:
                     returncode = await proc.wait()
                     stderr_tail = proc.stderr_tail()

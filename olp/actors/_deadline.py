@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import trio
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error
 
 
@@ -99,4 +99,4 @@ class DeadlineClock:
                     else w.first_output)
         message = template.format(first_output_s=t.first_output_s, idle_s=t.idle_s,
                                   total_s=t.total_s)
-        return Error(code=code, category="unavailable", message=w.prefix + message)
+        return failure(code, w.prefix + message)

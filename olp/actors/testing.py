@@ -15,7 +15,7 @@ from pathlib import Path
 
 import trio
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Stop
 from olp.ir._events import EVENT_DECODER, EVENT_ENCODER
 
@@ -218,7 +218,7 @@ class _JsonLinesParser:
     def finish(self, returncode: int, stderr_tail: bytes) -> Event:
         if returncode == 0:
             return Stop()
-        return Error(code=Code.CLI_FAILED, category="unknown", message=f"exit {returncode}")
+        return failure(Code.CLI_FAILED, f"exit {returncode}")
 
 
 def event_line(event: Event) -> bytes:

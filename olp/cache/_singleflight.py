@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import trio
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Error, Event, EventSource, Stop, is_terminal
 
 log = logging.getLogger("olp.cache")
@@ -213,9 +213,9 @@ class Singleflight:
         if flight.ended:
             return
         for subscription in [s for s in flight.subscribers if s.backlog > self.max_buffer]:
-            subscription._drop(Error(
-                code=Code.CLIENT_TOO_SLOW, category="unknown",
-                message=f"the client fell more than {self.max_buffer} events behind"))
+            subscription._drop(failure(
+                Code.CLIENT_TOO_SLOW,
+                f"the client fell more than {self.max_buffer} events behind"))
             flight.subscribers.discard(subscription)
             self._dropped += 1
             log.info("dropped a slow singleflight subscriber")
@@ -235,8 +235,7 @@ class Singleflight:
                     log.exception("singleflight on_complete failed")
         finally:
             if not flight.ended:  # cancelled from outside: nobody may wait forever
-                flight.publish(Error(code=Code.CANCELLED, category="unavailable",
-                                     message="the proxy is shutting down"))
+                flight.publish(failure(Code.CANCELLED, "the proxy is shutting down"))
             self._forget(flight)
 
     async def _run_source(self, flight: _Flight) -> None:
@@ -244,8 +243,8 @@ class Singleflight:
             source = await flight.start()
         except Exception as exc:
             log.warning("could not start a singleflight source", exc_info=True)
-            self._publish(flight, Error(code=Code.SOURCE_FAILED, category="unavailable",
-                                        message=f"could not start the job: {type(exc).__name__}"))
+            self._publish(flight, failure(Code.SOURCE_FAILED,
+                                          f"could not start the job: {type(exc).__name__}"))
             return
         flight.source = source
         try:
@@ -255,14 +254,12 @@ class Singleflight:
                 try:
                     event = await source.receive()
                 except trio.EndOfChannel:
-                    event = Error(code=Code.JOB_LOST, category="unknown",
-                                  message="the job stopped without an answer")
+                    event = failure(Code.JOB_LOST, "the job stopped without an answer")
                 self._publish(flight, event)
         except Exception:
             if flight.scope.cancel_called:  # nobody is listening any more
                 return
             log.exception("singleflight source failed")
-            self._publish(flight, Error(code=Code.INTERNAL_ERROR, category="unknown",
-                                        message="the job's event stream failed"))
+            self._publish(flight, failure(Code.INTERNAL_ERROR, "the job's event stream failed"))
         finally:
             source.abandon()

@@ -4,12 +4,9 @@ from ._budget import Ledger as Ledger
 from ._budget import SoftLimits as SoftLimits
 from ._detail import HopRecord as HopRecord
 from ._detail import detail_header as detail_header
-from ._engine import DEFAULT_ON as DEFAULT_ON
 from ._engine import Answer as Answer
-from ._engine import ChainFailed as ChainFailed
 from ._engine import Completion as Completion
 from ._engine import Engine as Engine
-from ._engine import request_hash as request_hash
 from ._health import HealthBook as HealthBook
 from ._health import HealthPolicy as HealthPolicy
 from ._health import Skip as Skip
@@ -22,3 +19,6 @@ from ._routes import UnusableChain as UnusableChain
 from ._sources import CacheMode as CacheMode
 from ._sources import RequestContext as RequestContext
 from ._sources import Sources as Sources
+from ._walk import DEFAULT_ON as DEFAULT_ON
+from ._walk import ChainFailed as ChainFailed
+from ._walk import request_hash as request_hash

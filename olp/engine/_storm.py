@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from olp.failures import Code
+from olp.failures import Code, failure
 from olp.ir import Category, Error, Retrying
 
 from ._routes import Hop
@@ -61,19 +61,18 @@ class Storm:
         status = f", HTTP {last.status}" if last.status else ""
         why = "the hop's deadline" if deadline else "its retry budget"
         reset = last.delay_s if last.delay_s is not None else resting_s
-        return Error(code=_code(last), category=last.category, status=last.status,
-                     retry_after_s=reset,
-                     message=f"{hop.provider} kept retrying on its own ({last.category}"
-                             f"{status}, {last.attempt} attempt(s) in "
-                             f"{now - self.started_at:.0f} s); stopped at {why}")
+        return failure(_code(last), f"{hop.provider} kept retrying on its own ({last.category}"
+                                   f"{status}, {last.attempt} attempt(s) in "
+                                   f"{now - self.started_at:.0f} s); stopped at {why}",
+                       category=last.category, status=last.status, retry_after_s=reset)
 
 
 def abandoned(hop: Hop, event: Retrying) -> Error:
     """The hop's error when its storm is abandoned for the next hop."""
     status = f" (HTTP {event.status})" if event.status else ""
-    return Error(code=Code.RETRY_ABANDONED, category=event.category, status=event.status,
-                 message=f"{hop.provider} was retrying on its own{status}; "
-                         "abandoned for the next hop")
+    return failure(Code.RETRY_ABANDONED, f"{hop.provider} was retrying on its own{status}; "
+                                         "abandoned for the next hop",
+                   category=event.category, status=event.status)
 
 
 def _code(event: Retrying) -> Code:

@@ -1,0 +1,186 @@
+"""One request's walk along its route: which hop comes next (skips and the ``on`` gate
+recorded on the way), what each attempt did, and :class:`ChainFailed` when none answered.
+Synchronous bookkeeping plus one await per hop (opening its event source); the engine
+(:mod:`._engine`) drives it and applies the first-chunk rule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import msgspec
+import trio
+
+from olp.actors import ProviderActor
+from olp.failures import DEFAULT_CATEGORY, Code
+from olp.ir import Category, ChatRequest, Error, EventSource
+
+from ._detail import HopRecord, TriggerType
+from ._health import Skip
+from ._routes import Hop, Route
+from ._sources import CacheStatus, RequestContext
+
+if TYPE_CHECKING:
+    from ._engine import Engine
+
+log = logging.getLogger("olp.engine")
+
+#: Categories that move a request into the next hop when the hop sets no ``on``
+#: (docs/adr/0005): an unclassifiable error advances; ``auth`` only where an entry opts in;
+#: ``client_error`` never.
+DEFAULT_ON: frozenset[Category] = frozenset(
+    {"usage_window", "billing", "rate_limited", "unavailable", "context_length", "unknown"})
+
+
+class ChainFailed(Exception):
+    """No hop produced content. ``first`` (the first hop actually attempted, and its error)
+    decides the response; when every hop was skipped, ``retry_after_s`` is the soonest reset
+    and ``skip_codes`` says why."""
+
+    def __init__(self, route: Route, records: list[HopRecord],
+                 first: tuple[Hop, Error] | None) -> None:
+        super().__init__(f"{route.requested}: " + "; ".join(
+            f"{r.provider}:{r.code}" for r in records))
+        self.route = route
+        self.records = records
+        self.first = first
+        resets = [r.retry_after_s for r in records
+                  if r.trigger_type == "soft" and r.retry_after_s is not None]
+        self.retry_after_s = min(resets) if resets else None
+        self.skip_codes = frozenset(r.code for r in records if r.trigger_type == "soft")
+
+    @property
+    def not_allowed(self) -> bool:
+        """No hop was tried, and every one was outside the key's allow-list."""
+        return self.first is None and self.skip_codes == {Code.KEY_POLICY}
+
+    @property
+    def tried(self) -> list[str]:
+        """Providers actually attempted, in order (``X-OLP-Fallback-Exhausted``)."""
+        return [r.provider for r in self.records if r.trigger_type != "soft"]
+
+
+@dataclass(slots=True)
+class Walk:
+    """One request's progress along its route: records, the first error, the gate."""
+
+    engine: Engine
+    route: Route
+    request: ChatRequest
+    context: RequestContext
+    actors: Mapping[str, ProviderActor]  # the engine's when the request came (a reload swaps)
+    chain_id: str = field(default_factory=lambda: secrets.token_hex(6))
+    records: list[HopRecord] = field(default_factory=list)
+    first: tuple[Hop, Error] | None = None
+    last: tuple[Hop, Error] | None = None
+    index: int = -1
+    stopped: bool = False
+
+    async def next_attempt(self) -> Attempt | None:
+        """The next hop to try, with its event source; ``None`` once the chain is done.
+        Hops that are skipped or gated out are recorded on the way."""
+        hops = self.route.hops
+        while not self.stopped and self.index + 1 < len(hops):
+            self.index += 1
+            hop = hops[self.index]
+            if self.last is not None and not self._stop_unless_gate_admits(hop):
+                return None
+            allowed = self.context.providers
+            skip = Skip(Code.KEY_POLICY, f"this API key may not use {hop.provider}", None) \
+                if allowed is not None and hop.provider not in allowed else \
+                self.engine.skip_reason(hop, self.request, after=self.last)
+            if skip is not None:
+                self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
+                             skip.retry_after_s)
+                continue
+            source, status = await self.engine.sources.open(
+                self.actors[hop.provider], hop, self.request, self.context)
+            if status in ("miss", "bypass"):
+                self.engine.ledger.record(hop.provider)
+                self.engine.changed()
+            return Attempt(self.index, hop, source, status, trio.current_time())
+        return None
+
+    def _stop_unless_gate_admits(self, hop: Hop) -> bool:
+        """Whether ``hop``'s ``on`` gate admits the last failure; when it does not, the walk
+        stops here and the last record says why (``non_trigger`` or ``auth_missing``)."""
+        assert self.last is not None
+        error = self.last[1]
+        if error.category in (hop.on if hop.on is not None else DEFAULT_ON):
+            return True
+        self.stopped = True
+        trigger: TriggerType = "auth_missing" if error.code == Code.AUTH_MISSING else "non_trigger"
+        self.records[-1] = replace(self.records[-1], trigger_type=trigger)
+        return False
+
+    def viable_next(self, category: Category) -> bool:
+        """Whether some later hop would be entered after a failure of ``category``."""
+        return any(category in (h.on if h.on is not None else DEFAULT_ON)
+                   for h in self.route.hops[self.index + 1:])
+
+    def failed(self, attempt: Attempt, error: Error) -> None:
+        hop = attempt.hop
+        if attempt.spawned:  # a joined flight's failure was the leader's to record
+            self.engine.health.record_failure(hop.provider, hop.model, error)
+            self.engine.changed()
+        if self.first is None:
+            self.first = (hop, error)
+        self.last = (hop, error)
+        trigger: TriggerType = "hard"
+        if error.category == "client_error":
+            trigger, self.stopped = "client_error", True
+        self._record(hop, error.code, error.category, error.message, trigger,
+                     error.retry_after_s, trio.current_time() - attempt.started_at)
+
+    def succeeded(self, attempt: Attempt) -> None:
+        if attempt.spawned:
+            self.engine.health.record_success(attempt.hop.provider)
+            self.engine.changed()
+
+    def interrupted(self, attempt: Attempt) -> None:
+        if attempt.spawned:
+            self.engine.health.abandon_probe(attempt.hop.provider)
+
+    def _record(self, hop: Hop, code: str, category: str, message: str,
+                trigger: TriggerType, retry_after_s: float | None,
+                seconds: float | None = None) -> None:
+        self.records.append(HopRecord(self.index, hop.provider, hop.model, code, category,
+                                      message, trigger, retry_after_s, seconds))
+        nxt = self.route.hops[self.index + 1].provider \
+            if self.index + 1 < len(self.route.hops) and not self.stopped else None
+        log.info("hop", extra={
+            "event": "hop", "chain_id": self.chain_id, "hop": self.index,
+            "provider": hop.provider, "model": hop.model, "trigger_type": trigger,
+            "code": code, "category": category, "ir_request_hash": request_hash(self.request),
+            "next_provider": nxt})
+
+    def exhausted(self) -> ChainFailed:
+        return ChainFailed(self.route, self.records, self.first)
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    index: int
+    hop: Hop
+    source: EventSource
+    cache: CacheStatus
+    started_at: float  # trio.current_time() when the hop was entered
+
+    @property
+    def spawned(self) -> bool:
+        return self.cache in ("miss", "bypass")
+
+
+
+def request_hash(request: ChatRequest) -> str:
+    """A short stable digest of the IR request, for correlating logs (never the prompt)."""
+    return hashlib.sha256(msgspec.json.encode(request)).hexdigest()[:16]
+
+
+def _skip_category(skip: Skip) -> Category:
+    return DEFAULT_CATEGORY[skip.code]
