@@ -5,14 +5,33 @@ py := ".venv/bin/python"
 
 # List the recipes
 default:
-    @just --list
+    @{{just_executable()}} --list
 
 # Start the proxy (OLP_PORT, OLP_BIND, OLP_HOME, OLP_OWNER_TOKEN, OLP_LOG_LEVEL apply)
 start:
     .venv/bin/olp start
 
+# The real CLIs install (network and disk) while lint and the unit tier (MockClock: nothing
+# timed) run side by side; the integration and real-CLI tiers, which spawn processes under
+# real deadlines, run alone, one after the other.
+#
 # Every test tier: lint, deterministic, integration, real CLIs
-test: lint unit integration realcli
+test:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    logs=$(mktemp -d)
+    trap 'rm -rf "$logs"' EXIT
+    scripts/install-real-clis >"$logs/install" 2>&1 & install=$!
+    {{just_executable()}} lint >"$logs/lint" 2>&1 & lint=$!
+    {{just_executable()}} unit >"$logs/unit" 2>&1 & unit=$!
+    failed=""
+    for step in lint:$lint unit:$unit install:$install; do
+        if ! wait "${step#*:}"; then failed="$failed ${step%%:*}"; fi
+        echo "--- ${step%%:*}"; cat "$logs/${step%%:*}"
+    done
+    if [ -n "$failed" ]; then echo "failed:$failed" >&2; exit 1; fi
+    {{just_executable()}} integration
+    {{just_executable()}} realcli
 
 # ruff and mypy --strict
 lint:
@@ -21,11 +40,11 @@ lint:
 
 # Parsers, codecs, store, and MockClock tests of actors, engine and app (no real I/O timing)
 unit:
-    {{py}} -m pytest -q tests/unit
+    {{py}} -m pytest -q --durations=5 tests/unit
 
 # Real sockets and real subprocesses, with fake CLIs replaying recorded transcripts
 integration:
-    {{py}} -m pytest -q tests/integration
+    {{py}} -m pytest -q --durations=10 tests/integration
 
 # The real vendor CLIs, installed pinned into a cache outside the repo, against loopback mocks
 realcli:
@@ -33,7 +52,7 @@ realcli:
     set -euo pipefail
     out=$(scripts/install-real-clis)
     eval "$(grep -E '^OLP_REAL_[A-Z]+=' <<<"$out" | sed 's/^/export /')"
-    {{py}} -m pytest -q tests/realcli
+    {{py}} -m pytest -q --durations=10 tests/realcli
 
 # The benchmarks (spawn path, cache hits, pass-through and fallback, sandbox, tool bridge, warm CLIs); write docs/benchmarks.md
 bench:

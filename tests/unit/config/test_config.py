@@ -376,12 +376,12 @@ def test_resolve_binary_returns_an_absolute_path(home: Path, tmp_path: Path,
     assert found == str(tmp_path / "rel" / "codex")
 
 
-def test_the_readme_configuration_example_loads(tmp_path: Path) -> None:
-    """The example in the README's Configuration section is a valid config.json (every
-    section it shows, e.g. ``audit``, is read)."""
-    readme = (Path(__file__).parents[3] / "README.md").read_text()
-    start = readme.index('```json\n{\n  "auth"') + len("```json\n")
-    example = readme[start:readme.index("```", start)]
+def test_the_configuration_page_example_loads(tmp_path: Path) -> None:
+    """The full example in ``docs/configuration.md`` is a valid config.json (every section it
+    shows, e.g. ``audit``, is read)."""
+    page = (Path(__file__).parents[3] / "docs" / "configuration.md").read_text()
+    start = page.index('```json\n{\n  "auth"') + len("```json\n")
+    example = page[start:page.index("```", start)]
     path = tmp_path / "config.json"
     path.write_text(example)
     config = load_config(path)
