@@ -5,7 +5,7 @@ Login with one password field (a guest key refused, the owner's accepted), a ses
 that is ``HttpOnly`` and ``SameSite=Strict`` and expires, the key never in a URL; every panel
 filled with live data; one action (revoking a guest key) that takes effect; a POST without
 the CSRF token refused. Screenshots go to the test's directory (and, with
-``OLP_DASHBOARD_SCREENSHOT=PATH``, the README's picture is refreshed).
+``OLP_DASHBOARD_SCREENSHOT=PATH``, the picture in docs/command-line.md is refreshed).
 
 In CI (``CI=true``) a missing chromium fails the test; elsewhere it skips with the reason
 (``./dev`` installs chromium when it runs as root).

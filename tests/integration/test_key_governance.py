@@ -198,8 +198,8 @@ def _audit_count(home: Path, key_name: str | None) -> int:
 
 async def test_audit_rows_of_answered_requests_survive_kill_9_after_one_second(
         tmp_path: Path) -> None:
-    """The README's promise: a row for a request whose answer has completed is durable
-    within 1 s, so ``kill -9`` loses at most the last second."""
+    """The promise in docs/keys-limits-audit.md: a row for a request whose answer has
+    completed is durable within 1 s, so ``kill -9`` loses at most the last second."""
     home = tmp_path / "home"
     with trio.fail_after(60):
         async with run_proxy(home, config()) as proxy:

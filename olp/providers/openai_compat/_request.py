@@ -1,7 +1,7 @@
 """The IR request as an OpenAI ``POST /chat/completions`` body, always streamed.
 
 The reverse of :func:`olp.ir.openai.decode_chat_request`: every parameter the client set is
-passed through (unlike the CLIs, HTTP hops honour them all; README.md, "Providers"), the
+passed through (unlike the CLIs, HTTP hops honour them all; docs/providers.md), the
 model is the hop's, and the body always asks for ``stream: true`` with
 ``stream_options.include_usage`` (usage is needed for the ledger even when the client did not
 ask for it). ``developer`` messages go upstream as ``system`` (OpenAI treats them alike;
