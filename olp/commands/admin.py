@@ -27,7 +27,7 @@ from olp.store import HEALTH_STATE, Database, StateStore
 from . import _proxy_client
 from ._args import Commands
 from ._proxy_client import Proxy
-from ._tables import show
+from ._tables import printable, show
 
 if TYPE_CHECKING:
     from olp.cache import CacheStore
@@ -151,17 +151,18 @@ def _reload(settings: Settings, args: argparse.Namespace) -> int:
         time.sleep(RELOAD_POLL_S)
         now = (proxy.call("GET", "/health") or {}).get("config", {})
         if now.get("generation") != before.get("generation"):
-            print(f"Reloaded {now.get('path')} (generation {now['generation']}): kept "
-                  f"{', '.join(now.get('kept', [])) or 'none'}; started "
-                  f"{', '.join(now.get('started', [])) or 'none'}; retired "
-                  f"{', '.join(now.get('retired', [])) or 'none'}.")
+            print(printable(
+                f"Reloaded {now.get('path')} (generation {now['generation']}): kept "
+                f"{', '.join(now.get('kept', [])) or 'none'}; started "
+                f"{', '.join(now.get('started', [])) or 'none'}; retired "
+                f"{', '.join(now.get('retired', [])) or 'none'}."))
             if now.get("needs_restart"):
-                print("Changed, and applied only on a restart: "
-                      + ", ".join(now["needs_restart"]) + ".")
+                print(printable("Changed, and applied only on a restart: "
+                                + ", ".join(now["needs_restart"]) + "."))
             return 0
         if now.get("last_attempt_at") != before.get("last_attempt_at") and now.get("last_error"):
-            print(f"olp: reload refused, the running config stays: {now['last_error']}",
-                  file=sys.stderr)
+            print(printable(f"olp: reload refused, the running config stays: "
+                            f"{now['last_error']}"), file=sys.stderr)
             return 1
     print(f"olp: the proxy did not report a reload within {RELOAD_WAIT_S} s (see its log)",
           file=sys.stderr)
@@ -204,7 +205,8 @@ def _cooldowns_reset(settings: Settings, args: argparse.Namespace) -> int:
     the state it saved, so the next start begins with every provider available."""
     body = Proxy.of(settings, args).call("POST", "/v0/management/cooldowns/reset")
     if body is not None:
-        print(f"Reset {body['reset']} cooldown(s) and circuit(s) on the running proxy.")
+        print(printable(f"Reset {body['reset']} cooldown(s) and circuit(s) on the running "
+                        "proxy."))
         return 0
     with Database(settings.db_path) as db:
         StateStore(db).delete(HEALTH_STATE)
@@ -222,9 +224,9 @@ def _cache_stats(settings: Settings, args: argparse.Namespace) -> int:
                               for n, p in stats.providers.items()}}
     for key in ("hits", "misses", "writes", "in_flight", "entries", "bytes"):
         if key in body:
-            print(f"{key:<10} {body[key]}")
+            print(printable(f"{key:<10} {body[key]}"))
     for name, p in body.get("providers", {}).items():
-        print(f"provider {name}: {p['entries']} entries, {p['bytes']} bytes")
+        print(printable(f"provider {name}: {p['entries']} entries, {p['bytes']} bytes"))
     return 0
 
 
@@ -236,7 +238,7 @@ def _cache_clear(settings: Settings, args: argparse.Namespace) -> int:
             deleted = trio.run(_cache_store(settings, db).clear, args.key)
     else:
         deleted = body["deleted"]
-    print(f"Deleted {deleted} cached answer(s).")
+    print(printable(f"Deleted {deleted} cached answer(s)."))
     return 0
 
 

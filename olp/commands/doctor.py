@@ -19,13 +19,20 @@ from olp.providers import kit
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, registry_refusal
 
+from ._tables import printable
+
 PROBE = ChatRequest(model="probe", messages=(
     Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
 
 
-def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
-    """Print the report; 0 when at least one provider is usable (and, with ``probe``,
-    answered) and no chain is left without a usable entry, else 1."""
+def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
+    """Print the report (on ``out``, else stdout); 0 when at least one provider is usable
+    (and, with ``probe``, answered) and no chain is left without a usable entry, else 1.
+    Every line is :func:`printable`: it quotes paths, versions, chain and model names from
+    the config and what the CLIs and providers said."""
+    def say(line: str) -> None:
+        print(printable(line), file=sys.stdout if out is None else out)
+
     logging.disable(logging.WARNING)  # the report says it all; no log lines in between
     try:
         runtime = provider_actors.build(settings, os.environ)
@@ -44,41 +51,39 @@ def run(settings: Settings, *, probe: bool, out: TextIO = sys.stdout) -> int:
     for report in runtime.reports.values():
         state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
         risk = f" risk={report.risk_tier}" if report.risk_tier else ""
-        print(f"{report.name:<10} {state:<9} kind={report.kind}{risk}"
-              f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}",
-              file=out)
+        say(f"{report.name:<10} {state:<9} kind={report.kind}{risk}"
+            f"{' metered' if report.metered else ''} max_concurrent={report.max_concurrent}")
         if report.binary:
-            print(f"  binary:      {report.binary} ({report.version or 'version unknown'})",
-                  file=out)
+            say(f"  binary:      {report.binary} ({report.version or 'version unknown'})")
         meaning = next((m for t, m in kit.TIER_MEANING.items() if t == report.risk_tier), "")
         if not report.enabled and report.risk_tier in ("B", "C"):
             tier = report.risk_tier
             consent = f" and providers.{report.name}.consent: true" if tier == "B" else ""
-            print(f"  enable:      risk tier {tier} ({meaning}): set providers.enabled."
-                  f"{report.name}: true{consent}", file=out)
+            say(f"  enable:      risk tier {tier} ({meaning}): set providers.enabled."
+                f"{report.name}: true{consent}")
         if report.enabled and report.kind == "cli" and report.binary:
-            print(f"  credentials: {'found' if report.credentials else 'missing'}", file=out)
+            say(f"  credentials: {'found' if report.credentials else 'missing'}")
         if report.enabled:
-            print(f"  credential:  metered ({report.metered_by})" if report.metered_by else
-                  "  credential:  subscription", file=out)
+            say(f"  credential:  metered ({report.metered_by})" if report.metered_by else
+                "  credential:  subscription")
             refused = registry_refusal(runtime.providers[report.name], settings)
             if refused is not None:
-                print(f"  no chain:    its models answer 404: {refused}", file=out)
+                say(f"  no chain:    its models answer 404: {refused}")
         if report.sandbox == "bubblewrap":
-            print("  sandbox:     bubblewrap (sees only the system, its installation and its "
-                  "own temporary home)", file=out)
+            say("  sandbox:     bubblewrap (sees only the system, its installation and its "
+                "own temporary home)")
         elif report.sandbox == "off":
-            print(f"  sandbox:     OFF: the CLI can read every file this user can "
-                  f"(providers.{report.name}.sandbox: false)", file=out)
+            say(f"  sandbox:     OFF: the CLI can read every file this user can "
+                f"(providers.{report.name}.sandbox: false)")
         for problem, fix in zip(report.problems, report.fixes, strict=True):
-            print(f"  problem:     {problem}\n  fix:         {fix}", file=out)
+            say(f"  problem:     {problem}")
+            say(f"  fix:         {fix}")
     for chain, reason in router.unusable_chains.items():
-        print(f"chain {chain}: PROBLEM no usable entry (requests to it answer 503): {reason}",
-              file=out)
+        say(f"chain {chain}: PROBLEM no usable entry (requests to it answer 503): {reason}")
     if probe and usable:
         results = trio.run(_probe_all, runtime, [r.name for r in usable])
         for name, outcome in results.items():
-            print(f"probe {name:<10} {outcome}", file=out)
+            say(f"probe {name:<10} {outcome}")
         answered = any(o.startswith("ok") for o in results.values())
         return 0 if answered and not router.unusable_chains else 1
     return 0 if usable and not router.unusable_chains else 1

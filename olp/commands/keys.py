@@ -14,7 +14,7 @@ from olp.config import ConfigError, Settings
 from olp.store import Database, KeyNameError, KeyPolicy, KeyRecord, KeyStore, Limits, StoreError
 
 from ._args import Commands, positive
-from ._tables import minute, print_rows
+from ._tables import minute, print_rows, printable
 
 #: ``olp keys create|update`` limit flags: (flag, Limits field, help).
 LIMIT_FLAGS = (("--per-minute", "per_minute", "requests per sliding minute"),
@@ -116,8 +116,9 @@ def _update(settings: Settings, args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(_key_json(record)))
     else:
-        print(f"Updated key {record.id} ({record.name}): providers "
-              f"{_providers_text(record.policy)}, limits {_limits_text(record.policy)}.")
+        print(printable(f"Updated key {record.id} ({record.name}): providers "
+                        f"{_providers_text(record.policy)}, limits "
+                        f"{_limits_text(record.policy)}."))
     return 0
 
 
@@ -176,7 +177,7 @@ def _show_secret(record: KeyRecord, token: str, done: str, *, json_out: bool) ->
     if json_out:
         print(json.dumps({**_key_json(record), "key": token}))
         return
-    print(f"{done} {record.tier} key {record.id} ({record.name}):")
+    print(printable(f"{done} {record.tier} key {record.id} ({record.name}):"))
     print(f"  {token}")
     print("Copy it now: it is stored only as a hash and will not be shown again.")
 

@@ -20,6 +20,7 @@ from olp.store import StoreError
 from . import admin, connect, keys, migrate, service, views
 from ._args import Commands
 from ._proxy_client import ProxyRefused
+from ._tables import printable
 
 #: Every command's parser, in the order ``olp --help`` lists them.
 COMMANDS: Final[tuple[Callable[[Commands], None], ...]] = (
@@ -45,10 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.handler(settings, args)
         return code
     except ConfigError as exc:
-        print(f"olp: configuration error: {exc}", file=sys.stderr)
+        print(printable(f"olp: configuration error: {exc}"), file=sys.stderr)
         return 2
     except (StoreError, ProxyRefused) as exc:
-        print(f"olp: {exc}", file=sys.stderr)
+        print(printable(f"olp: {exc}"), file=sys.stderr)
         return 1
 
 

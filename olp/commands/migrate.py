@@ -38,6 +38,7 @@ from olp.store import (
 )
 
 from ._args import Commands, user_home
+from ._tables import printable
 
 #: Usage rows between two progress lines.
 PROGRESS_EVERY = 10_000
@@ -64,10 +65,10 @@ def _command(settings: Settings, args: argparse.Namespace) -> int:
     try:
         with Database(settings.db_path) as db:
             report = migrate(source, db, dry_run=args.dry_run, with_usage=args.with_usage,
-                             progress=lambda line: print(f"olp: {line}", file=sys.stderr,
-                                                         flush=True))
+                             progress=lambda line: print(printable(f"olp: {line}"),
+                                                         file=sys.stderr, flush=True))
     except (MigrationError, KeyNameError) as exc:
-        print(f"olp: {exc}", file=sys.stderr)
+        print(printable(f"olp: {exc}"), file=sys.stderr)
         return 1
     if args.json:
         print(json.dumps({"source": str(source), **report.as_dict()}))
@@ -79,7 +80,7 @@ def _command(settings: Settings, args: argparse.Namespace) -> int:
              else "") + (f"; {report.revoked_skipped} revoked left out"
                          if report.revoked_skipped else "") + ".")
     for k in new:
-        print(f"  {k.origin} -> key {k.key_id} ({k.name})")
+        print(printable(f"  {k.origin} -> key {k.key_id} ({k.name})"))
     if args.with_usage:
         print(f"{verb} {report.usage_rows} usage row(s) into the ledger"
               + (f"; {report.usage_skipped} of keys not imported left out"

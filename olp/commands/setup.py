@@ -26,6 +26,8 @@ from olp.config import Config, Registry, Settings, load_registry
 from olp.providers import kit
 from olp.runtime import provider_actors
 
+from ._tables import printable
+
 #: The default chains; each provider's spec says which registry alias answers each
 #: (:attr:`olp.providers.kit.ProviderSpec.default_chains`), in kit order.
 CHAINS: tuple[str, ...] = ("default", "coding", "smart", "fast")
@@ -158,11 +160,11 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
         what = f"{f.binary or 'not found'}" + (f" {f.version}" if f.version else "")
         credit = "metered" if f.metered else "subscription"
         if f.use:
-            print(f"  {f.name:<10} used: {what}, {credit}, risk {f.tier}", file=out)
-        else:
-            print(f"  {f.name:<10} not used: {f.why_not}", file=out)
+            print(printable(f"  {f.name:<10} used: {what}, {credit}, risk {f.tier}"), file=out)
+        else:  # a CLI's version line and problems are its words: shown escaped
+            print(printable(f"  {f.name:<10} not used: {f.why_not}"), file=out)
             for fix in f.fixes:
-                print(f"  {'':<10} fix: {fix}", file=out)
+                print(printable(f"  {'':<10} fix: {fix}"), file=out)
     chains = config.get("routing", {}).get("chains", {})
     for name, entries in chains.items():
         print(f"  chain {name}: " + " -> ".join(f"{e['provider']}/{e['model']}"

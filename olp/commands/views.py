@@ -8,6 +8,8 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Mapping
+from typing import Any, TextIO
 
 from olp.config import ConfigError, Settings
 from olp.store import HEALTH_STATE, Database, StateStore
@@ -15,7 +17,7 @@ from olp.store import HEALTH_STATE, Database, StateStore
 from . import _proxy_client
 from ._args import Commands, positive
 from ._proxy_client import Proxy
-from ._tables import minute, print_rows
+from ._tables import minute, print_rows, show
 
 
 def add_usage(commands: Commands) -> None:
@@ -94,7 +96,7 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
         print("No audit rows" + (f" for key {args.key!r}." if args.key else "."))
         return 0
     cells = [("TIME", "REQUEST", "KEY", "ENDPOINT", "MODEL", "SERVED_BY", "HOPS", "STATUS",
-              "CACHE", "MS", "TOKENS", "OUTCOME")]
+              "CACHE", "MS", "TOKENS", "OUTCOME", "ACTION")]
     for r in rows:
         tokens = "-" if r["prompt_tokens"] is None else \
             f"{r['prompt_tokens']}+{r['completion_tokens']}"
@@ -102,9 +104,16 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
         cells.append((time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(r["at"])),
                       r["request_id"], r["key_name"] or "-", r["endpoint"].replace(" ", ":"),
                       r["requested_model"] or "-", served, str(r["hops"]), str(r["status"]),
-                      r["cache"] or "-", str(r["latency_ms"]), tokens, r["outcome"]))
+                      r["cache"] or "-", str(r["latency_ms"]), tokens, _outcome(r),
+                      r.get("action") or "-"))
     print_rows(cells, sys.stdout)
     return 0
+
+
+def _outcome(row: dict[str, Any]) -> str:
+    """The row's outcome; a summary of dropped rows says how many (ADR 0021)."""
+    dropped = row.get("suppressed")
+    return row["outcome"] if dropped is None else f"{row['outcome']} ({dropped} rows)"
 
 
 def _quota(settings: Settings, args: argparse.Namespace) -> int:
@@ -125,11 +134,13 @@ def _quota(settings: Settings, args: argparse.Namespace) -> int:
                           reported=ledger.get("reported", {}), soft={}, unavailable={},
                           figures=figures, now=now)
         view["running"] = False
-    if args.json:
-        print(json.dumps(view))
-        return 0
+    return show(view, as_json=args.json, for_person=_print_quota)
+
+
+def _print_quota(view: Mapping[str, Any], out: TextIO) -> None:
     if view.get("running") is False:
-        print("No proxy answered: the state it last saved, and the database's counts.")
+        print("No proxy answered: the state it last saved, and the database's counts.",
+              file=out)
     rows = [("PROVIDER", "STATE", "UNTIL", "REPORTED", "5H_REQ", "DAY_REQ", "DAY_TOKENS",
              "NEXT_RESET")]
     for name, p in view["providers"].items():
@@ -141,10 +152,9 @@ def _quota(settings: Settings, args: argparse.Namespace) -> int:
                      str(p["ledger"]["five_hour"]["requests"]),
                      str(p["ledger"]["day"]["requests"]), str(p["ledger"]["day"]["tokens"]),
                      minute(p["next_reset"])))
-    print_rows(rows, sys.stdout)
+    print_rows(rows, out)
     for name, p in view["providers"].items():
         if p["reason"]:
-            print(f"{name}: {p['reason']}")
+            print(f"{name}: {p['reason']}", file=out)
     if view.get("soonest_reset"):
-        print(f"Soonest reset: {minute(view['soonest_reset'])}")
-    return 0
+        print(f"Soonest reset: {minute(view['soonest_reset'])}", file=out)

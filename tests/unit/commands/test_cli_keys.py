@@ -240,3 +240,30 @@ def test_usage_and_audit_read_the_database(home: Path,
     assert main(["audit", "--key", "nobody"]) == 0
     assert "No audit rows" in capsys.readouterr().out
     assert main(["audit", "--since", "last tuesday"]) == 2
+
+
+def test_audit_shows_actions_and_how_many_rows_a_summary_stands_for(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import time as _time
+
+    import trio as _trio
+
+    from olp.accounting import AuditRow, Recorder
+
+    base = dict(key=None, key_name=None, requested_model=None, provider=None, model=None,
+                entry=None, hops=0, cache=None, stream=False, latency_ms=1,
+                prompt_tokens=None, completion_tokens=None)
+    with Database(home / "olp.db") as db:
+        recorder = Recorder(db)
+        recorder.record(AuditRow(at=_time.time(), request_id="req_a", status=200,
+                                 endpoint="POST /dashboard/api/action", outcome="ok",
+                                 action="revoke_key bob", **base), [])
+        recorder.record(AuditRow(at=_time.time(), request_id="sup_b", status=401,
+                                 endpoint="GET /v1/models", outcome="suppressed",
+                                 suppressed=990, **base), [])
+        _trio.run(recorder.flush)
+    assert main(["audit"]) == 0
+    header, first, second = capsys.readouterr().out.splitlines()
+    assert header.split()[-2:] == ["OUTCOME", "ACTION"]
+    assert first.split()[-3:] == ["ok", "revoke_key", "bob"]
+    assert second.split()[-4:] == ["suppressed", "(990", "rows)", "-"]

@@ -19,7 +19,7 @@ import pytest
 from olp.commands import service
 from olp.config import Settings, load_settings
 
-TOKEN = "owner-secret-0123456789abcdef"
+TOKEN = "owner-secret-0123456789abcdef-0123"
 PATH = "/opt/vendor/bin:/usr/bin:/bin"
 
 

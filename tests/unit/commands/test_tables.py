@@ -19,6 +19,16 @@ def test_columns_are_aligned_without_trailing_spaces() -> None:
     assert out.getvalue() == "A          LONGER\nwide cell  x\n"
 
 
+def test_every_cell_is_printed_escaped_and_aligned_as_shown() -> None:
+    """A cell cannot end its row, move the cursor or reorder the text after it; the columns
+    line up on the escaped text (what the terminal shows)."""
+    out = io.StringIO()
+    print_rows([("ENDPOINT", "MODEL"), ("GET:/\x1b[2J\r\nFAKE", "m\u202e"), ("x", "日本")], out)
+    assert out.getvalue() == ("ENDPOINT" + " " * 14 + "MODEL\n"
+                              "GET:/\\x1b[2J\\r\\nFAKE  m\\u202e\n"
+                              "x" + " " * 21 + "日本\n")
+
+
 def test_times_and_durations() -> None:
     assert minute(None) == "-"
     assert minute(0) == time.strftime("%Y-%m-%d %H:%M", time.localtime(0))
