@@ -4,8 +4,9 @@ SSE or JSON in the request's dialect (:mod:`._dialect`), with OLP's headers."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from typing import Final
 from urllib.parse import quote
 
 import trio
@@ -32,7 +33,19 @@ from ._errors import ApiError, chain_error
 log = logging.getLogger("olp.http")
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-_VISIBLE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+#: The most bytes one ``X-OLP-*`` value may take once encoded (a name: a model, a provider,
+#: one ignored parameter); the most a whole list takes (``X-OLP-Ignored-Params``,
+#: ``-Fallback-Exhausted``); the most the JSON of ``X-OLP-Fallback-Detail`` takes (what
+#: :func:`~olp.engine.detail_header` already keeps it to). Together OLP's headers stay under
+#: about 6.5 KB, within the 8 KiB many clients and proxies allow a response's head.
+VALUE_CAP: Final = 256
+LIST_CAP: Final = 1024
+JSON_CAP: Final = 4096
+#: What ends a value or a list cut short: ``…``, percent-encoded (an unquote shows it).
+CUT: Final = quote("\u2026")
+OLP_PREFIX: Final = "X-OLP-"
+_VISIBLE: Final = frozenset(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+_IN_LIST: Final = _VISIBLE - {","}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +60,86 @@ class HeaderPolicy:
         return self.detail == "all" or (self.detail == "owner_only" and tier == "owner")
 
 
-def header_value(text: str) -> str:
-    """``text`` as an ASCII header value: every character outside visible ASCII (controls,
-    space, DEL, non-ASCII) and ``%`` itself percent-encoded as UTF-8 (RFC 3986), so any URL
-    unquote gives the name back. Names made of visible ASCII other than ``%`` are unchanged."""
-    if text.isascii() and text.isprintable() and " " not in text and "%" not in text:
-        return text
-    return quote(text, safe=_VISIBLE)
+def header_value(text: str, cap: int = VALUE_CAP) -> str:
+    """``text`` as a safe, bounded ASCII header value: the one encoder of every ``X-OLP-*``
+    value (each is set through :func:`olp_headers`).
+
+    Every character outside visible ASCII (controls such as CR, LF and NUL, space, DEL,
+    non-ASCII) and ``%`` itself is percent-encoded as UTF-8 (RFC 3986), so any URL unquote
+    gives the text back; visible ASCII other than ``%`` is unchanged. A value whose encoding
+    would pass ``cap`` bytes (:data:`VALUE_CAP`, 256) is cut at a character boundary and ends
+    with :data:`CUT` (``%E2%80%A6``, an encoded ``…``), the whole within ``cap``."""
+    return _encode(text, cap, _VISIBLE)
+
+
+def header_list(items: Iterable[str], cap: int = LIST_CAP) -> str:
+    """``items`` as one comma-separated header value: each through :func:`header_value`
+    (a comma in an item is encoded too, ``%2C``, so the list splits back), the whole at most
+    ``cap`` bytes (:data:`LIST_CAP`, 1,024): the items that fit, then :data:`CUT` as a last
+    item when some were left off."""
+    out: list[str] = []
+    size = fits = 0
+    for item in items:
+        piece = _encode(item, VALUE_CAP, _IN_LIST)
+        size += len(piece) + (1 if out else 0)
+        if size > cap:
+            return ",".join([*out[:fits], CUT])
+        out.append(piece)
+        if size + 1 + len(CUT) <= cap:
+            fits = len(out)
+    return ",".join(out)
+
+
+class JsonValue(str):
+    """A value already written as ASCII JSON (:func:`~olp.engine.detail_header`, whose
+    messages hold spaces): kept as it is when it is printable ASCII within :data:`JSON_CAP`
+    bytes, else encoded and cut like any other value (never the case today)."""
+
+
+#: What :func:`olp_headers` takes: text, a number, a list of names, JSON, or nothing.
+OlpValue = str | int | Sequence[str] | None
+
+
+def olp_headers(**values: OlpValue) -> dict[str, str]:
+    """OLP's response headers: the only way any ``X-OLP-*`` header is set (a unit test scans
+    ``olp`` for any other). ``requested_model=...`` is ``X-OLP-Requested-Model``; a string
+    goes through :func:`header_value`, a list or tuple through :func:`header_list`, a number
+    is its digits, a :class:`JsonValue` is checked; ``None`` leaves the header out. So
+    whatever a client or the config put in a value, the header is visible ASCII (plus spaces
+    in JSON) and bounded: :data:`VALUE_CAP` a value, :data:`LIST_CAP` a list,
+    :data:`JSON_CAP` the JSON."""
+    headers: dict[str, str] = {}
+    for key, value in values.items():
+        if value is None:
+            continue
+        name = OLP_PREFIX + "-".join(word.capitalize() for word in key.split("_"))
+        if isinstance(value, JsonValue):
+            printable = all(" " <= c < "\x7f" for c in value)
+            headers[name] = str(value) if printable and len(value) <= JSON_CAP else \
+                header_value(value, JSON_CAP)
+        elif isinstance(value, str):
+            headers[name] = header_value(value)
+        elif isinstance(value, int):
+            headers[name] = str(int(value))
+        else:
+            headers[name] = header_list(value)
+    return headers
+
+
+def _encode(text: str, cap: int, safe: frozenset[str]) -> str:
+    """``text`` percent-encoded but for the ``safe`` characters, cut to ``cap`` bytes with
+    :data:`CUT` when it is longer (looks at no more than ``cap`` characters)."""
+    out: list[str] = []
+    size = fits = 0
+    for c in text:
+        piece = c if c in safe else quote(c, safe="", errors="surrogatepass")
+        size += len(piece)
+        if size > cap:
+            return "".join(out[:fits]) + CUT
+        out.append(piece)
+        if size + len(CUT) <= cap:
+            fits = len(out)
+    return "".join(out)
 
 
 def _elapsed_ms(t0: float) -> str:
@@ -62,21 +148,19 @@ def _elapsed_ms(t0: float) -> str:
 
 def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
              ignored: tuple[str, ...], policy: HeaderPolicy, cache: str) -> dict[str, str]:
-    headers = {
-        "X-OLP-Requested-Model": header_value(chat.model),
-        "X-OLP-Provider-Used": header_value(hop.provider),
-        "X-OLP-Model-Used": header_value(hop.model),
-        "X-OLP-Served-By": header_value(hop.name),
-        "X-OLP-Fallback-Hops": str(index),
-        "X-OLP-Cache": cache,
-        "X-OLP-Credential": "metered" if hop.provider in policy.metered else "subscription",
-        "X-OLP-Latency-Ms": _elapsed_ms(g.t0),
-    }
-    if ignored:
-        headers["X-OLP-Ignored-Params"] = ",".join(ignored)
+    return olp_headers(
+        requested_model=chat.model, provider_used=hop.provider, model_used=hop.model,
+        served_by=hop.name, fallback_hops=index, cache=cache,
+        credential="metered" if hop.provider in policy.metered else "subscription",
+        latency_ms=_elapsed_ms(g.t0), ignored_params=ignored or None,
+        fallback_detail=_detail(records, policy))
+
+
+def _detail(records: list[HopRecord], policy: HeaderPolicy) -> JsonValue | None:
+    """``X-OLP-Fallback-Detail``, when there is a trail and this key may see it."""
     if records and policy.detail_allowed(g.principal.tier):
-        headers["X-OLP-Fallback-Detail"] = detail_header(records)
-    return headers
+        return JsonValue(detail_header(records))
+    return None
 
 
 def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiError:
@@ -85,16 +169,11 @@ def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiE
     failure = chain_error(chat, exc, public=_public())
     hop = failure.hop
     tried = exc.tried or [h.provider for h in exc.route.hops]
-    headers = {**failure.error.headers,
-               "X-OLP-Requested-Model": header_value(chat.model),
-               "X-OLP-Provider-Used": header_value(hop.provider),
-               "X-OLP-Model-Used": header_value(hop.model),
-               "X-OLP-Fallback-Hops": str(max(0, len(exc.records) - 1)),
-               "X-OLP-Cache": "bypass",
-               "X-OLP-Fallback-Exhausted": ",".join(map(header_value, tried)),
-               "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
-    if exc.records and policy.detail_allowed(g.principal.tier):
-        headers["X-OLP-Fallback-Detail"] = detail_header(exc.records)
+    headers = {**failure.error.headers, **olp_headers(
+        requested_model=chat.model, provider_used=hop.provider, model_used=hop.model,
+        fallback_hops=max(0, len(exc.records) - 1), cache="bypass",
+        fallback_exhausted=list(tried), latency_ms=_elapsed_ms(g.t0),
+        fallback_detail=_detail(exc.records, policy))}
     error = replace(failure.error, headers=headers)
     log_request(chat, hop.provider, hop.model, error.status, failure.log_code,
                 error=failure.detail)
@@ -138,9 +217,8 @@ async def stream(engine: Engine, chat: ChatRequest, context: RequestContext,
     except BaseException:
         pending.cancel()
         raise
-    headers = {**SSE_HEADERS, "X-OLP-Requested-Model": header_value(chat.model),
-               "X-OLP-Heartbeat": "true",
-               "X-OLP-Latency-Ms": _elapsed_ms(g.t0)}
+    headers = {**SSE_HEADERS, **olp_headers(requested_model=chat.model, heartbeat="true",
+                                            latency_ms=_elapsed_ms(g.t0))}
     return _sse_response(ChatStream(chat, pending, _stream_logger(chat, on_end),
                                     heartbeat_s=heartbeat_s, public_errors=_public(),
                                     dialect=dialect), headers)
@@ -179,8 +257,7 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
     body = dialect.complete(done.events, done.model)
     headers = _headers(chat, done.hop, done.index, done.records, done.ignored_params, policy,
                        done.cache)
-    if done.truncated:
-        headers["X-OLP-Truncated"] = "true"
+    headers.update(olp_headers(truncated="true" if done.truncated else None))
     log_request(chat, done.hop.provider, done.model, 200, "truncated" if done.truncated
                 else "ok")
     return Response(body, status=200, content_type="application/json",

@@ -15,7 +15,7 @@ from quart_trio import QuartTrio
 from olp.accounting import LimitExceeded
 from olp.engine import Answer, ChainFailed, UnknownModel, UnusableChain
 from olp.ir import ChatRequest, ImagePart, TextPart
-from olp.ir.anthropic import decode_messages_request
+from olp.ir.anthropic import decode_count_tokens_request, decode_messages_request
 from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
 
@@ -78,26 +78,14 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics) -> None:
         """An estimate (no CLI has a tokenizer to ask): about four characters a token over
         the text, tool definitions and images of the request; ``X-OLP-Token-Count:
         estimate`` says so."""
-        body = await read_body(services)
-        try:
-            wire = json.loads(body)
-        except ValueError:
-            wire = None
-        if isinstance(wire, dict):  # count_tokens takes no max_tokens; decoding needs one
-            wire.setdefault("max_tokens", 1)
-            body = json.dumps(wire).encode()
-        try:
-            chat = decode_messages_request(body)
-        except InvalidRequest as exc:
-            raise ApiError(400, exc.message, "invalid_request_error", exc.code,
-                           exc.param) from None
+        chat = decode(decode_count_tokens_request, await read_body(services))
         response = json_response({"input_tokens": estimate_tokens(chat)})
-        response.headers["X-OLP-Token-Count"] = "estimate"
+        response.headers.update(_chat.olp_headers(token_count="estimate"))
         return response
 
 
-async def answer(services: Services, metrics: Metrics, decode: Callable[[bytes], ChatRequest],
-                 dialect: Dialect) -> Response:
+async def answer(services: Services, metrics: Metrics,
+                 decoder: Callable[[bytes], ChatRequest], dialect: Dialect) -> Response:
     """Decode, run the engine, answer in ``dialect``: the one path of every chat view.
     The request counts against its key's limits from here, whatever its outcome. Blocks until
     the answer (or, streaming, its first content or first heartbeat) is in hand; cancelled,
@@ -105,11 +93,7 @@ async def answer(services: Services, metrics: Metrics, decode: Callable[[bytes],
     trace: Trace = g.trace
     trace.model_request, trace.dialect = True, dialect.name
     _reserve(services, trace)
-    try:
-        chat = decode(await read_body(services))
-    except InvalidRequest as exc:
-        raise ApiError(400, exc.message, "invalid_request_error", exc.code,
-                       exc.param) from None
+    chat = decode(decoder, await read_body(services))
     trace.requested_model, trace.stream = chat.model, chat.stream
     try:
         context = _chat.context()
@@ -136,6 +120,18 @@ async def answer(services: Services, metrics: Metrics, decode: Callable[[bytes],
     except ChainFailed as exc:
         trace.failed(exc)
         raise _chat.exhausted(chat, exc, services.headers) from None
+
+
+def decode(decoder: Callable[[bytes], ChatRequest], body: bytes) -> ChatRequest:
+    """A request body through its dialect's decoder (each ends in
+    :func:`olp.ir._validation.decode_body`), a bad one a 400: the one way every model route
+    reads its body, so a body gets the same answer wherever it is sent (too deep nesting
+    included: never a ``RecursionError``)."""
+    try:
+        return decoder(body)
+    except InvalidRequest as exc:
+        raise ApiError(400, exc.message, "invalid_request_error", exc.code,
+                       exc.param) from None
 
 
 async def read_body(services: Services) -> bytes:

@@ -31,13 +31,22 @@ from ._validation import (
     TOOL_NAME,
     InvalidRequest,
     check_int,
+    check_model,
     check_range,
     decode_body,
     invalid,
     require_prompt,
 )
 
+
+class _CountRequest(_Request, kw_only=True):
+    """A ``/v1/messages/count_tokens`` body: a Messages body that needs no ``max_tokens``."""
+
+    max_tokens: int = 1
+
+
 _DECODER: Final = msgspec.json.Decoder(_Request)
+_COUNT_DECODER: Final = msgspec.json.Decoder(_CountRequest)
 _ROLES: Final = ("user", "assistant")
 _SKIPPED: Final = frozenset({"thinking", "redacted_thinking"})
 
@@ -47,9 +56,14 @@ def decode_messages_request(body: bytes) -> ChatRequest:
     return _convert(decode_body(_DECODER, body))
 
 
+def decode_count_tokens_request(body: bytes) -> ChatRequest:
+    """Decode and validate a ``count_tokens`` body: what :func:`decode_messages_request`
+    takes, without ``max_tokens``; the same path, so the same :class:`InvalidRequest`."""
+    return _convert(decode_body(_COUNT_DECODER, body))
+
+
 def _convert(w: _Request) -> ChatRequest:
-    if not w.model:
-        raise invalid("model", "must be a non-empty string.")
+    check_model(w.model)
     check_int("max_tokens", w.max_tokens, 1, INT32_MAX)
     check_range("temperature", w.temperature, 0, 1)
     check_range("top_p", w.top_p, 0, 1)

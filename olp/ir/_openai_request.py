@@ -19,6 +19,7 @@ from ._validation import (
     TOOL_NAME,
     InvalidRequest,
     check_int,
+    check_model,
     check_range,
     decode_body,
     invalid,
@@ -37,8 +38,7 @@ def decode_chat_request(body: bytes) -> ChatRequest:
 
 
 def _convert(w: _Request) -> ChatRequest:
-    if not w.model:
-        raise invalid("model", "must be a non-empty string.")
+    check_model(w.model)
     if not w.messages:
         raise InvalidRequest("Invalid 'messages': expected a non-empty array.", "messages",
                              "empty_array")

@@ -7,9 +7,10 @@
   items (a ``tool`` message each); ``reasoning`` items are dropped;
 - function ``tools``; every other tool type (``custom`` freeform tools such as codex's
   ``apply_patch``, ``tool_search``, ``web_search``, ``file_search``, …) is dropped and named in
-  ``ChatRequest.dropped`` (so in ``X-OLP-Ignored-Params``): no hop can run a server tool, and
-  a freeform call has no function shape to come back in; ``tool_choice`` (``auto``, ``none``,
-  ``required``, ``{"type": "function", "name"}``), ``parallel_tool_calls``;
+  ``ChatRequest.dropped`` (so in ``X-OLP-Ignored-Params``; at most 128 characters of its name
+  or type): no hop can run a server tool, and a freeform call has no function shape to come
+  back in; ``tool_choice`` (``auto``, ``none``, ``required``, ``{"type": "function",
+  "name"}``), ``parallel_tool_calls``;
 - ``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``/``schema``/
   ``strict``) → the IR's ``response_format`` in Chat Completions' shape;
 - ``max_output_tokens``, ``temperature``, ``top_p``, ``user``, ``stream``;
@@ -31,6 +32,7 @@ from ._validation import (
     TOOL_NAME,
     InvalidRequest,
     check_int,
+    check_model,
     check_range,
     decode_body,
     invalid,
@@ -95,6 +97,8 @@ _ROLES: Final[dict[str, Role]] = {"user": "user", "assistant": "assistant",
                                   "system": "system", "developer": "developer"}
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text"})
 _CHOICES: Final = ("auto", "none", "required")
+#: The most of a dropped tool's name (or type) named in ``ChatRequest.dropped``.
+DROPPED_CHARS: Final = 128
 
 
 def decode_responses_request(body: bytes) -> ChatRequest:
@@ -103,8 +107,7 @@ def decode_responses_request(body: bytes) -> ChatRequest:
 
 
 def _convert(w: _Request) -> ChatRequest:
-    if not w.model:
-        raise invalid("model", "must be a non-empty string.")
+    check_model(w.model)
     if w.previous_response_id is not None:
         raise InvalidRequest("'previous_response_id' is not supported: OLP keeps no responses; "
                              "send the whole conversation in 'input'.", "previous_response_id",
@@ -124,7 +127,7 @@ def _convert(w: _Request) -> ChatRequest:
         if w.instructions else ()
     tools = tuple(_tool(f"tools[{i}]", t) for i, t in enumerate(w.tools or ())
                   if t.type == "function")
-    dropped = tuple(f"tools.{t.name or t.type}" for t in w.tools or () if t.type != "function")
+    dropped = tuple(_dropped(t) for t in w.tools or () if t.type != "function")
     return ChatRequest(
         model=w.model,
         messages=(*system, *turns),
@@ -140,6 +143,15 @@ def _convert(w: _Request) -> ChatRequest:
         user=w.user,
         dropped=dropped,
     )
+
+
+def _dropped(t: _Tool) -> str:
+    """How a dropped tool is named: ``tools.<name or type>``, at most :data:`DROPPED_CHARS`
+    of it (then ``…``); the HTTP edge encodes and bounds the header it goes into anyway."""
+    name = t.name or t.type
+    if len(name) > DROPPED_CHARS:
+        name = name[:DROPPED_CHARS - 1] + "\u2026"
+    return f"tools.{name}"
 
 
 def _items(items: list[_Item]) -> tuple[Message, ...]:

@@ -74,6 +74,18 @@ def invalid(param: str, why: str) -> InvalidRequest:
     return InvalidRequest(f"Invalid value for '{param}': {why}", param, "invalid_value")
 
 
+#: The longest model name taken (real ids are under 100 characters): a longer one is a 400,
+#: so no error message, header, log line or audit row ever carries megabytes of it.
+MAX_MODEL_CHARS = 256
+
+
+def check_model(model: str) -> None:
+    if not model:
+        raise invalid("model", "must be a non-empty string.")
+    if len(model) > MAX_MODEL_CHARS:
+        raise invalid("model", f"longer than {MAX_MODEL_CHARS} characters.")
+
+
 def check_range(param: str, value: float | None, lo: float, hi: float) -> None:
     if value is not None and not lo <= value <= hi:
         raise invalid(param, f"expected a number between {lo:g} and {hi:g}, got {value!r}.")

@@ -94,6 +94,15 @@ def test_tools_that_are_not_functions_are_dropped_and_named() -> None:
     assert req.dropped == ("tools.apply_patch", "tools.tool_search", "tools.web_search")
 
 
+def test_a_dropped_tool_s_name_is_kept_short() -> None:
+    """What is named in ``dropped`` (and so echoed in a header) is at most 128 characters of
+    the tool's name or type, cut with a ``…``: a 70 KB name is not carried along."""
+    req = decode(tools=[{"type": "custom", "name": "n" * 70_000},
+                        {"type": "t" * 70_000}, {"type": "custom", "name": "x" * 128}])
+    assert req.dropped == (f"tools.{'n' * 127}\u2026", f"tools.{'t' * 127}\u2026",
+                           f"tools.{'x' * 128}")
+
+
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     keys = st.sampled_from(["model", "input", "role", "content", "type", "text", "tools",
                             "name", "call_id", "output", "arguments", "format"])
