@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
-OWNER_TOKEN = "olp_bench_owner_token_0123456789"  # also bench.bare_app's default token
+OWNER_TOKEN = "olp_bench_owner_token_0123456789abcdef"  # also bench.bare_app's default token
 START_TIMEOUT_S = 30.0
 REQUEST_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 15.0

@@ -34,7 +34,7 @@ import trio
 from quart import Response, request
 from quart_trio import QuartTrio
 
-TOKEN = "olp_bench_owner_token_0123456789"
+TOKEN = "olp_bench_owner_token_0123456789abcdef"
 JSON = "application/json"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 #: What OLP sent with a cache hit of the fake (X-OLP-Latency-Ms varies; the rest is fixed).

@@ -21,39 +21,14 @@ import trio
 
 from olp.store import Database
 
+from ._audit_row import AUDIT_COLUMNS, AuditRow, bounded
+from ._throttle import AuditThrottle
 from ._windows import day_of
 
 log = logging.getLogger("olp.accounting")
 
 #: Rows kept in memory while the database cannot be written (the oldest are dropped).
 MAX_PENDING_ROWS = 100_000
-
-
-@dataclass(frozen=True, slots=True)
-class AuditRow:
-    """One request, as the audit trail keeps it: never prompt or answer text, never a
-    secret. ``key`` is the key's id as text (``None``: no valid key was sent)."""
-
-    at: float
-    request_id: str
-    key: str | None
-    key_name: str | None
-    endpoint: str
-    requested_model: str | None
-    provider: str | None
-    model: str | None
-    entry: str | None
-    hops: int
-    status: int
-    cache: str | None
-    stream: bool
-    latency_ms: int
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    outcome: str
-
-
-AUDIT_COLUMNS = tuple(f.name for f in fields(AuditRow))
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,23 +68,27 @@ class Recorder:
 
     def __init__(self, db: Database, *, interval_s: float = 0.25,
                  retention: Retention | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 throttle: AuditThrottle | None = None) -> None:
         self._db = db
         self._interval_s = interval_s
         self.retention = retention or Retention()
         self._clock = clock
+        self.throttle = throttle or AuditThrottle()
         self._rows: list[AuditRow] = []
         self._usage: dict[_LedgerKey, list[float]] = {}
         self.dropped = 0  # rows lost while the database could not be written
         self.written = 0  # rows committed
         self.batches = 0  # transactions that committed them
 
-    def record(self, row: AuditRow, usage: Sequence[UsageDelta] = ()) -> None:
-        """Queue one request's row and ledger additions (no I/O; never blocks)."""
-        self._rows.append(row)
-        if len(self._rows) > MAX_PENDING_ROWS:
-            del self._rows[0]
-            self.dropped += 1
+    def record(self, row: AuditRow, usage: Sequence[UsageDelta] = (), *,
+               client: str | None = None) -> None:
+        """Queue one request's row, its text bounded (:func:`bounded`), and its ledger
+        additions (no I/O; never blocks). A 401 or 404 over its source's burst is dropped
+        and counted instead (:class:`AuditThrottle`; ``client`` is the client's address, the
+        source of a row without a key); its ledger additions count all the same."""
+        for kept in self.throttle.admit(bounded(row), client):
+            self._queue(kept)
         if row.key is None:
             return
         day = day_of(row.at)
@@ -119,18 +98,38 @@ class Recorder:
             for i, name in enumerate(COUNTERS):
                 sums[i] += getattr(delta, name)
 
+    def _queue(self, row: AuditRow) -> None:
+        self._rows.append(row)
+        if len(self._rows) > MAX_PENDING_ROWS:
+            del self._rows[0]
+            self.dropped += 1
+
+    def end_windows(self) -> None:
+        """Queue the summary row of every 401/404 window still open (at shutdown, before
+        the last :meth:`flush`)."""
+        for summary in self.throttle.close():
+            self._queue(summary)
+
     @property
     def pending(self) -> int:
         return len(self._rows)
 
+    @property
+    def suppressed(self) -> int:
+        """401/404 rows dropped over their source's burst (each counted in a summary row)."""
+        return self.throttle.dropped
+
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        """Commit every ``interval_s`` and prune every ``prune_every_s`` until cancelled.
+        """Commit every ``interval_s`` (with the summary rows of the 401/404 windows that
+        have ended) and prune every ``prune_every_s`` until cancelled.
         A failed write is logged and retried with the next batch (the rows stay queued)."""
         task_status.started()
         next_prune = trio.current_time()
         while True:
             await trio.sleep(self._interval_s)
+            for summary in self.throttle.expire():
+                self._queue(summary)
             await self.flush()
             if trio.current_time() >= next_prune:
                 next_prune = trio.current_time() + self.retention.prune_every_s

@@ -11,8 +11,9 @@ from typing import Any, Final
 
 from olp.store import Database
 
+from ._audit_row import AUDIT_COLUMNS, clip_columns
 from ._limiter import Seed
-from ._recorder import AUDIT_COLUMNS, COUNTERS
+from ._recorder import COUNTERS
 from ._windows import WINDOWS, day_of, window_start
 
 MAX_AUDIT_LIMIT = 1000
@@ -79,7 +80,8 @@ def audit_page(db: Database, *, key_name: str | None = None, since: float | None
                ) -> tuple[list[dict[str, Any]], int | None]:
     """Audit rows, oldest first, and the cursor to ask for the rows after them (``None``
     when none were found). With ``cursor``: the rows after it; else with ``since``: the rows
-    from that time; else the latest ``limit`` rows."""
+    from that time; else the latest ``limit`` rows. Text is clipped as the recorder clips it
+    (rows an older OLP stored whole included)."""
     limit = max(1, min(limit, MAX_AUDIT_LIMIT))
     where: list[str] = []
     args: list[Any] = []
@@ -100,7 +102,7 @@ def audit_page(db: Database, *, key_name: str | None = None, since: float | None
     rows = db.read(lambda c: c.execute(sql, [*args, limit]).fetchall())
     if not ascending:
         rows.reverse()
-    out = [dict(zip(columns, row, strict=True)) for row in rows]
+    out = [clip_columns(dict(zip(columns, row, strict=True))) for row in rows]
     for row in out:
         row["stream"] = bool(row["stream"])
     return out, (out[-1]["id"] if out else cursor)

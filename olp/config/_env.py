@@ -16,7 +16,7 @@ from ._schema import ConfigError
 
 DEFAULT_PORT: Final = 4567
 DEFAULT_BIND: Final = "127.0.0.1"
-MIN_OWNER_TOKEN_CHARS: Final = 16
+MIN_OWNER_TOKEN_CHARS: Final = 32  # docs/adr/0022: see why 32
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 _LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
@@ -40,6 +40,12 @@ def olp_home(environ: Mapping[str, str]) -> Path:
         raise ConfigError(f"{home}: OLP_HOME is not a directory")
     _owner_only(home, 0o700)
     return home
+
+
+def protect_config(path: Path) -> None:
+    """Make ``config.json`` (it can hold API keys in ``providers.*.env``) 0600, as the
+    database is; at ``olp start``. Blocks on disk I/O."""
+    _owner_only(path, 0o600)
 
 
 def _owner_only(path: Path, mode: int) -> None:
@@ -81,7 +87,8 @@ def owner_token(raw: str | None) -> str | None:
         return None
     if len(token) < MIN_OWNER_TOKEN_CHARS:  # never echo the value
         raise ConfigError(f"environment: OLP_OWNER_TOKEN: too short (use at least "
-                          f"{MIN_OWNER_TOKEN_CHARS} random characters)")
+                          f"{MIN_OWNER_TOKEN_CHARS} random characters, e.g. from "
+                          f"`openssl rand -base64 32`)")
     return token
 
 

@@ -152,6 +152,11 @@ class ServerConfig(Strict, frozen=True, kw_only=True):
     metrics: Literal["owner", "loopback", "off"] = "owner"
     # GET /dashboard: only from this machine ("loopback"), from any address ("on"), or "off"
     dashboard: Literal["loopback", "on", "off"] = "loopback"
+    # Host names served besides localhost and IP addresses (DNS rebinding): exact names,
+    # ".example.lan" for a domain and its subdomains, or "*" for any
+    allowed_hosts: tuple[str, ...] = ()
+    # a request body not complete this long after its headers is answered 408
+    body_timeout_s: Positive = 10.0
 
 
 class AuditConfig(Strict, frozen=True, kw_only=True):

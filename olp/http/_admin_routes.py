@@ -10,6 +10,7 @@ import dataclasses
 import datetime as dt
 import os
 import time
+from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
@@ -18,7 +19,14 @@ from quart import Response, g, request
 from quart_trio import QuartTrio
 
 from olp import __version__
-from olp.accounting import audit_page, day_of, quota_figures, quota_view, usage_report
+from olp.accounting import (
+    audit_page,
+    day_of,
+    describe_action,
+    quota_figures,
+    quota_view,
+    usage_report,
+)
 from olp.actors import ProviderActor
 from olp.store import Database
 
@@ -31,9 +39,11 @@ from ._services import Services
 
 
 def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
-               sessions: _dashboard.Sessions) -> None:
+               sessions: _dashboard.Sessions,
+               authenticate: Callable[[str], Awaitable[Any]]) -> None:
     """Register the owner's routes on ``app``: ``metrics`` is what ``/metrics`` renders,
-    ``sessions`` the dashboard's logins."""
+    ``sessions`` the dashboard's logins, ``authenticate`` the key check (with its
+    back-off, :class:`._auth.Gate`) its login form uses."""
 
     @app.get("/health")
     async def health() -> Response:
@@ -57,10 +67,11 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
     @app.delete("/cache")
     async def cache_clear() -> Response:
         """Every entry, or one key's (``?key=<key id>``)."""
+        key = request.args.get("key")
+        g.trace.action = describe_action("clear_cache", key)  # refused ones too
         owner_only()
         if services.cache is None:
             return json_response({"deleted": 0})
-        key = request.args.get("key")
         return json_response({"deleted": await services.cache.clear(key)})
 
     @app.get("/metrics")
@@ -76,6 +87,7 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
 
     @app.post("/v0/management/cooldowns/reset")
     async def reset_cooldowns() -> Response:
+        g.trace.action = describe_action("reset_cooldowns")
         owner_only()
         cleared = services.engine.health.reset()
         services.engine.changed()
@@ -83,7 +95,7 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
 
     _views.add_routes(app, services.db, owner_only=owner_only,
                       quota_inputs=partial(_quota_inputs, services))
-    _dashboard.add_routes(app, sessions, authenticate=services.keys.authenticate,
+    _dashboard.add_routes(app, sessions, authenticate=authenticate,
                           state=partial(_dashboard_state, services),
                           action=partial(_dashboard_action, services))
 
@@ -154,8 +166,10 @@ async def _dashboard_state(services: Services) -> dict[str, Any]:
 
 async def _dashboard_action(services: Services, name: str,
                             body: dict[str, Any]) -> dict[str, Any]:
-    """One of the dashboard's buttons (the caller checked the session and CSRF)."""
+    """One of the dashboard's buttons (the caller checked the session and CSRF). Its audit
+    row says which, and on what (``revoke_key bob``), whatever the outcome."""
     key = str(body.get("key") or "")
+    g.trace.action = describe_action(name, key)
     if name == "reset_cooldowns":
         cleared = services.engine.health.reset()
         services.engine.changed()

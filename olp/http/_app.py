@@ -15,7 +15,7 @@ from werkzeug.exceptions import HTTPException
 from olp.actors import ProviderActor
 
 from . import _admin_routes, _chat_routes, _dashboard
-from ._auth import add_auth
+from ._auth import Gate, add_auth
 from ._dialect import dialect_for_path
 from ._errors import ApiError
 from ._json_response import JSON
@@ -33,6 +33,7 @@ def create_app(services: Services) -> QuartTrio:
                       health=services.engine.health.snapshot)
     app.config["MAX_CONTENT_LENGTH"] = services.max_body_bytes
     app.config["PROVIDE_AUTOMATIC_OPTIONS"] = False
+    app.config["BODY_TIMEOUT"] = services.body_timeout_s  # Quart's 60 s holds a slow guest
 
     @app.errorhandler(ApiError)
     async def _api_error(exc: ApiError) -> Response:
@@ -44,7 +45,7 @@ def create_app(services: Services) -> QuartTrio:
     @app.errorhandler(HTTPException)
     async def _http_error(exc: HTTPException) -> Response:
         status = exc.code or 500
-        code = {404: "not_found", 405: "method_not_allowed",
+        code = {404: "not_found", 405: "method_not_allowed", 408: "request_timeout",
                 413: "request_too_large"}.get(status)
         message = exc.description or exc.name
         if status == 413:
@@ -70,6 +71,7 @@ def create_app(services: Services) -> QuartTrio:
         if services.cache is not None:
             await services.cache.flush()
         if services.recorder is not None:
+            services.recorder.end_windows()  # the 401/404 summaries still open
             await services.recorder.flush()
 
     @app.after_request
@@ -85,11 +87,13 @@ def create_app(services: Services) -> QuartTrio:
     async def _account(response: Response) -> Response:
         """Every response says its ``X-Request-Id`` and, to a limited key, its
         ``x-ratelimit-*``; a request that changes something or was refused (anything but a
-        successful ``GET``) is audited here, or at the end of its stream."""
+        successful ``GET``) is audited here, or at the end of its stream (401s and 404s over
+        a small burst per client are counted, not each written: ADR 0021)."""
         trace: Trace | None = g.get("trace")
         if trace is None:
             return response
         response.headers["X-Request-Id"] = trace.request_id
+        trace.client = request.remote_addr  # whose 401s and 404s these are (the throttle)
         for name, value in trace.rate_headers.items():
             response.headers.setdefault(name, value)
         if not trace.deferred and (request.method != "GET" or response.status_code >= 400):
@@ -100,9 +104,10 @@ def create_app(services: Services) -> QuartTrio:
                       metrics=metrics)
         return response
 
-    add_auth(app, services, sessions)
+    gate = Gate(services)
+    add_auth(app, services, sessions, gate)
     _chat_routes.add_routes(app, services, metrics)
-    _admin_routes.add_routes(app, services, metrics, sessions)
+    _admin_routes.add_routes(app, services, metrics, sessions, gate.authenticate)
     return app
 
 

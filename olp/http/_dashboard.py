@@ -5,7 +5,11 @@ else) polls ``GET /dashboard/api/state`` and posts actions to ``/dashboard/api/a
 the session's CSRF token in ``X-CSRF-Token``.
 
 ``server.dashboard``: ``"loopback"`` (default: only clients on this machine), ``"on"`` (any
-address the proxy listens on), ``"off"``. Sessions live in memory (a restart logs out).
+address the proxy listens on), ``"off"``. Sessions live in memory (a restart logs out), and
+a session lives only as long as the key that opened it: every session request checks that
+key again (through the key store's 2 s memo), so revoking or rotating it logs it out.
+State-changing requests from another site are refused (``Origin``/``Sec-Fetch-Site``,
+:func:`._host_check.cross_site`) besides needing the CSRF token.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 from quart import Response, g, request
 from quart_trio import QuartTrio
 
@@ -34,6 +39,7 @@ class Session:
     principal: Any
     csrf: str
     expires: float
+    key: str = field(default="", repr=False)  # the key that logged in: checked per request
 
 
 @dataclass(slots=True)
@@ -44,13 +50,13 @@ class Sessions:
     clock: Callable[[], float] = time.time
     _by_token: dict[str, Session] = field(default_factory=dict)
 
-    def create(self, principal: Any) -> tuple[str, Session]:
+    def create(self, principal: Any, key: str = "") -> tuple[str, Session]:
         now = self.clock()
         self._by_token = {t: s for t, s in self._by_token.items() if s.expires > now}
         while len(self._by_token) >= MAX_SESSIONS:  # the oldest goes
             del self._by_token[min(self._by_token, key=lambda t: self._by_token[t].expires)]
         token = secrets.token_urlsafe(32)
-        session = Session(principal, secrets.token_urlsafe(24), now + self.ttl_s)
+        session = Session(principal, secrets.token_urlsafe(24), now + self.ttl_s, key)
         self._by_token[token] = session
         return token, session
 
@@ -76,13 +82,23 @@ def is_dashboard_path(path: str) -> bool:
     return path == "/dashboard" or path.startswith("/dashboard/")
 
 
-def session_principal(sessions: Sessions) -> Any | None:
-    """The owner principal of this request's session cookie, or ``None``."""
-    session = sessions.get(request.cookies.get(COOKIE))
-    if session is not None:
-        g.dashboard_session = session
-        return session.principal
-    return None
+async def session_principal(sessions: Sessions,
+                            authenticate: Callable[[str], Awaitable[Any]]) -> Any | None:
+    """The owner principal of this request's session cookie, or ``None``: also when the key
+    that opened the session is no longer an active owner key (revoked, rotated, demoted),
+    which ends the session. Waits on the key store (at most its memo's age stale)."""
+    token = request.cookies.get(COOKIE)
+    session = sessions.get(token)
+    if session is None:
+        return None
+    principal = await authenticate(session.key) if session.key else None
+    if principal is None or principal.tier != "owner" \
+            or principal.key_id != session.principal.key_id:
+        sessions.end(token)
+        return None
+    session.principal = principal
+    g.dashboard_session = session
+    return principal
 
 
 def add_routes(app: QuartTrio, sessions: Sessions, *, authenticate: Callable[[str], Awaitable[Any]],
@@ -100,13 +116,20 @@ def add_routes(app: QuartTrio, sessions: Sessions, *, authenticate: Callable[[st
         form = await request.form
         g.body_read = True
         key = (form.get("key") or "").strip()
-        principal = await authenticate(key) if key else None
+        try:
+            principal = await authenticate(key) if key else None
+        except ApiError as exc:  # too many wrong keys from this address
+            if exc.status != 429:
+                raise
+            page = _html(LOGIN_PAGE.replace("{{error}}", exc.message), 429)
+            page.headers.update(exc.headers)
+            return page
         if principal is None:
             return _html(LOGIN_PAGE.replace("{{error}}", "That key is not valid."), 401)
         if principal.tier != "owner":
             return _html(LOGIN_PAGE.replace(
                 "{{error}}", "This is a guest key: the dashboard is for the owner's key."), 403)
-        token, _ = sessions.create(principal)
+        token, _ = sessions.create(principal, key)
         response = Response("", status=303, headers={"Location": "/dashboard"})
         response.set_cookie(COOKIE, token, max_age=int(sessions.ttl_s), httponly=True,
                             samesite="Strict", path="/dashboard",
@@ -130,12 +153,20 @@ def add_routes(app: QuartTrio, sessions: Sessions, *, authenticate: Callable[[st
     async def api_action() -> Response:
         _need_session()
         _check_csrf()
-        body = await request.get_json(force=True, silent=True)
+        body = _json_object(await request.get_data(cache=False))
         g.body_read = True
         if not isinstance(body, dict) or not isinstance(body.get("action"), str):
             raise ApiError(400, "Send {\"action\": ..., ...}.", "invalid_request_error",
                            "invalid_action")
         return _json(await action(body["action"], body))
+
+
+def _json_object(data: str | bytes) -> dict[str, Any] | None:
+    """A JSON object, or ``None`` (not JSON, not an object, or nested too deep to parse)."""
+    try:
+        return msgspec.json.decode(data, type=dict[str, Any])
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        return None
 
 
 def _need_session() -> None:
@@ -157,7 +188,7 @@ def _html(text: str, status: int = 200) -> Response:
         "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline'; "
                                    "style-src 'unsafe-inline'; img-src 'self' data:; "
                                    "frame-ancestors 'none'; form-action 'self'",
-        "Referrer-Policy": "no-referrer"})
+        "Referrer-Policy": "same-origin"})  # no-referrer would make its own posts "Origin: null"
 
 
 def _json(body: Any) -> Response:

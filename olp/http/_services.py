@@ -63,3 +63,5 @@ class Services:
     metrics_access: str = "owner"  # server.metrics: owner | loopback | off
     config_state: Callable[[], dict[str, Any]] | None = None  # the config reloads (/health)
     dashboard: str = "loopback"  # server.dashboard: loopback | on | off
+    allowed_hosts: tuple[str, ...] = ()  # server.allowed_hosts, beside localhost and IPs
+    body_timeout_s: float = 10.0  # server.body_timeout_s: a body slower than this is a 408

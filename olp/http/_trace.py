@@ -4,7 +4,8 @@ A :class:`Trace` is made when a request arrives, filled in as it is answered (th
 model asked for, the hop that served it or the hops that failed), and ended once: by the
 app's ``after_request`` for a complete response, or by the stream's end for SSE. Ending it
 settles the key's limiter reservation and queues the rows (:class:`olp.accounting.Recorder`;
-no I/O on the request path). Nothing of the prompt or the answer is kept, only its counts.
+no I/O on the request path; it bounds the row's text and the 401/404 rows per source).
+Nothing of the prompt or the answer is kept, only its counts.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class Trace:
     dialect: str = "-"  # openai, anthropic, responses
     first_content_s: float | None = None  # a stream: arrival to its first content in hand
     deferred: bool = False  # a stream: its end ends the trace
+    action: str | None = None  # a management action and its target (describe_action)
+    client: str | None = None  # the client's address: a keyless row's throttle source
     ended: bool = False
 
     def served(self, *, provider: str, model: str, entry: str, index: int, cache: str,
@@ -97,7 +100,8 @@ class Trace:
             cache=self.cache, stream=self.stream,
             latency_ms=round((trio.current_time() - self.t0) * 1000),
             prompt_tokens=None if tokens is None else tokens[0],
-            completion_tokens=None if tokens is None else tokens[1], outcome=outcome)
+            completion_tokens=None if tokens is None else tokens[1], outcome=outcome,
+            action=self.action)
 
     def usage_deltas(self, outcome: str) -> list[UsageDelta]:
         """The ledger additions: the failed hops (each on its provider and model), and the
@@ -132,7 +136,8 @@ class Trace:
             else:
                 limiter.settle(self.reservation, sum(self.tokens or (0, 0)))
         if recorder is not None:
-            recorder.record(self.audit_row(status, outcome), self.usage_deltas(outcome))
+            recorder.record(self.audit_row(status, outcome), self.usage_deltas(outcome),
+                            client=self.client)
         if metrics is not None:
             metrics.observe(self, status, outcome)
 

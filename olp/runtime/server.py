@@ -32,7 +32,7 @@ from olp import __version__
 from olp.accounting import Recorder, RequestLimiter, load_counts
 from olp.actors import CURRENT_RUN_DIR, RunDir, reap_leftovers
 from olp.cache import CacheStore, Singleflight
-from olp.config import Settings, load_registry
+from olp.config import Settings, load_registry, protect_config
 from olp.engine import Engine, HealthBook, Ledger, Sources
 from olp.http import STOPPING, Services, Stopping, create_app, drain_aware
 from olp.runtime import logs, provider_actors
@@ -178,6 +178,7 @@ async def serve(settings: Settings, *, environ: Mapping[str, str] | None = None,
 async def _serve(settings: Settings, environ: Mapping[str, str],
                  task_status: trio.TaskStatus[list[str]]) -> None:
     db = await trio.to_thread.run_sync(Database, settings.db_path)
+    await trio.to_thread.run_sync(protect_config, settings.config_path)
     try:
         keys = AsyncKeyStore(KeyStore(db))
         new_owner_token = await keys.ensure_owner(settings.owner_token)
@@ -228,7 +229,9 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
                     heartbeat_s=settings.config.streaming.heartbeat_interval_ms / 1000,
                     background=background, limiter=limiter, recorder=recorder, db=db,
                     metrics_access=settings.config.server.metrics,
-                    config_state=running.state, dashboard=settings.config.server.dashboard)
+                    config_state=running.state, dashboard=settings.config.server.dashboard,
+                    allowed_hosts=settings.config.server.allowed_hosts,
+                    body_timeout_s=settings.config.server.body_timeout_s)
                 reloader = Reloader(running, engine, services, registry, environ)
                 await _serve_app(create_app(services), settings, reloader, task_status)
                 background.cancel_scope.cancel(reason="stopped")

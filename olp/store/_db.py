@@ -131,6 +131,14 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE usage ADD COLUMN prompt_chars INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE usage ADD COLUMN response_chars INTEGER NOT NULL DEFAULT 0;
     """,
+    # 8: the audit trail bounded (docs/adr/0021-bounded-audit.md): what a management request
+    # did and to what ('revoke_key bob'; never a secret), and on a summary row (outcome
+    # 'suppressed') how many similar 401/404 rows of one source it stands for. NULL otherwise
+    # and on every row written before.
+    """
+    ALTER TABLE audit ADD COLUMN action TEXT;
+    ALTER TABLE audit ADD COLUMN suppressed INTEGER;
+    """,
 )
 
 

@@ -73,7 +73,7 @@ async def test_olp_start_refuses_an_unusable_config(tmp_path: Path, block: dict[
     home.mkdir()
     (home / "config.json").write_text(json.dumps({"providers": block}))
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OLP_HOME": str(home),
-           "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789"}
+           "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789abcdef"}
     with trio.fail_after(30):
         done = await trio.run_process([sys.executable, "-m", "olp", "start"], env=env,
                                       check=False, capture_stdout=True, capture_stderr=True,
@@ -89,7 +89,7 @@ async def test_olp_start_refuses_a_deeply_nested_config(tmp_path: Path) -> None:
     home.mkdir()
     (home / "config.json").write_bytes(b"[" * 100_000 + b"]" * 100_000)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OLP_HOME": str(home),
-           "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789"}
+           "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_test_owner_token_0123456789abcdef"}
     with trio.fail_after(30):
         done = await trio.run_process([sys.executable, "-m", "olp", "start"], env=env,
                                       check=False, capture_stdout=True, capture_stderr=True,

@@ -39,7 +39,7 @@ async def test_the_wheel_alone_starts_a_working_proxy(tmp_path: Path) -> None:
         (home / "config.json").write_text(json.dumps({"providers": {"enabled": {
             "anthropic": False, "openai": False, "mistral": False}}}))
         env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "OLP_HOME": str(home),
-               "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_packaging_owner_token_0123"}
+               "OLP_PORT": "0", "OLP_OWNER_TOKEN": "olp_packaging_owner_token_0123456789abc"}
         async with trio.open_nursery() as nursery:
             proc = await trio.lowlevel.open_process(
                 [str(bin_dir / "olp"), "start"], env=env, stdout=subprocess.DEVNULL,

@@ -26,7 +26,7 @@ import trio
 REPO = Path(__file__).resolve().parents[2]
 FAKES = REPO / "tests" / "support" / "fakes"
 FAKE_CLAUDE = FAKES / "fake_claude.py"
-OWNER_TOKEN = "olp_test_owner_token_0123456789"
+OWNER_TOKEN = "olp_test_owner_token_0123456789abcdef"
 T = TypeVar("T")
 
 

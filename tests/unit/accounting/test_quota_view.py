@@ -64,7 +64,7 @@ def test_olp_quota_shows_what_a_stopped_proxy_saved(tmp_path: Path,
     home = tmp_path / "home"
     monkeypatch.setenv("OLP_HOME", str(home))
     monkeypatch.setenv("OLP_PORT", "9")  # nothing listens: the offline view
-    monkeypatch.setenv("OLP_OWNER_TOKEN", "olp_test_owner_token_0123456789")
+    monkeypatch.setenv("OLP_OWNER_TOKEN", "olp_test_owner_token_0123456789abcdef")
     later = time.time() + 3600
     health = {"cooldowns": [{"provider": "anthropic", "model": None,
                              "category": "usage_window", "reason": "claude: usage limit",

@@ -95,7 +95,7 @@ def test_default_home_is_dot_olp_under_home(tmp_path: Path) -> None:
 
 
 def test_environment_overrides(home: Path) -> None:
-    token = "owner-token-from-the-environment"
+    token = "owner-token-from-the-environment-0123"
     s = _settings(home, OLP_PORT="8080", OLP_BIND="0.0.0.0", OLP_LOG_LEVEL="WARN",
                   OLP_OWNER_TOKEN=token, OLP_FORBID_METERED_FALLBACK="1")
     assert (s.port, s.bind, s.log_level, s.owner_token) == (8080, "0.0.0.0", "warning", token)
