@@ -24,7 +24,7 @@ from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
-from ._sandbox import Sandbox
+from ._sandbox import JOB_DIR_INSIDE, Sandbox
 from ._tool_gate import ToolGate
 from ._warm import Lease, WarmPool, WarmSettings
 
@@ -122,20 +122,27 @@ class CliRunner:
         (``olp/providers/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
         the credential files unlinked."""
         workdir, home = base / "work", base / "home"
+        seen = self.seen_job_dir(base)  # the CLI's argv, environment and files name these
         invocation = self.adapter.invocation(
-            request, binary=self.config.binary, model=model, workdir=workdir,
+            request, binary=self.config.binary, model=model, workdir=seen / "work",
             extra_args=self.config.extra_args)
-        base_env = self.environment(home)
+        base_env = self.environment(seen / "home")
         links = (self.adapter.home_links(base_env, self.config.real_home)
                  if link_credentials else {})
         env = {**base_env, **invocation.env, **(extra_env or {})}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
         argv = invocation.argv if argv is None else argv
         if self.config.sandbox is not None:
-            argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=workdir,
-                                            writable=links.values())
+            argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=seen / "work",
+                                            writable=links.values(), inside=seen)
         return SpawnSpec(argv=argv, stdin=invocation.stdin, env=env, cwd=workdir), \
             invocation, workdir
+
+    def seen_job_dir(self, base: Path) -> Path:
+        """The job directory ``base`` as the CLI sees it: :data:`JOB_DIR_INSIDE`, the same
+        on every spawn, when it is sandboxed (so its prompt's prefix does not change from
+        spawn to spawn); ``base`` itself when it is not."""
+        return JOB_DIR_INSIDE if self.config.sandbox is not None else base
 
     async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
                               emit: Emit) -> Error | Event:
@@ -192,7 +199,8 @@ class CliRunner:
         try:
             spec, invocation, workdir = self._prepare(request, model, base)
             async with self.spawner.open(dataclasses.replace(spec, stdin=None)) as proc:
-                yield WarmProcess(proc, workdir, _identity(invocation))
+                yield WarmProcess(proc, workdir, _identity(invocation),
+                                  seen_workdir=self.seen_job_dir(base) / "work")
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
@@ -202,8 +210,8 @@ class CliRunner:
         spawn. ``None`` when it cannot take it after all (it died before reading its turn,
         or its spawn differs): nothing was sent, the caller spawns cold."""
         invocation = self.adapter.invocation(
-            request, binary=self.config.binary, model=model, workdir=warm.workdir,
-            extra_args=self.config.extra_args)
+            request, binary=self.config.binary, model=model,
+            workdir=warm.seen_workdir or warm.workdir, extra_args=self.config.extra_args)
         if _identity(invocation) != warm.identity:
             log.warning("a warm process did not match its request's spawn; spawning cold",
                         extra={"provider": self.adapter.name})
@@ -260,13 +268,16 @@ class CliRunner:
 @dataclass(frozen=True, slots=True)
 class WarmProcess:
     """A CLI started ahead of time, waiting on stdin for its turn (a warm pool's unit).
-    ``identity`` is its spawn (:func:`_identity`) for its ``workdir``; ``parser`` makes the
-    parser that reads it when that is not the adapter's (a session of a long-lived server)."""
+    ``identity`` is its spawn (:func:`_identity`) for its working directory as the CLI sees
+    it (``seen_workdir``, when that is not ``workdir``: inside the sandbox); ``parser`` makes
+    the parser that reads it when that is not the adapter's (a session of a long-lived
+    server)."""
 
     process: CliProcess
     workdir: Path
     identity: Hashable
     parser: Callable[[], LineParser] | None = None
+    seen_workdir: Path | None = None
 
     def running(self) -> bool:
         return self.process.running()

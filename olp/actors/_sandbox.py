@@ -40,6 +40,12 @@ ETC_ALLOW: Final = (
     "passwd", "group", "localtime", "timezone", "locale.alias", "locale.conf",
     "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "os-release", "mime.types",
 )
+#: Where a spawn's job directory appears inside the sandbox, whatever its real path: its home
+#: is ``/olp/job/home`` and its working directory ``/olp/job/work`` on every spawn. A CLI
+#: names its paths early in what it sends upstream (claude's environment block, codex's
+#: skills root); a random path there would make every spawn's prompt prefix unique, so no
+#: turn could ever be served from the vendor's prompt cache (issue #25).
+JOB_DIR_INSIDE: Final = Path("/olp/job")
 BWRAP_HINT: Final = ("install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: "
                      "dnf install bubblewrap), or opt out with providers.{name}.sandbox: false")
 
@@ -56,11 +62,12 @@ class Sandbox:
     read_only: Sequence[Path] = ()
 
     def wrap(self, argv: Sequence[str], *, job_dir: Path, workdir: Path,
-             writable: Iterable[Path] = ()) -> list[str]:
-        """``argv`` run inside the sandbox: ``job_dir`` (holding the spawn's home and
-        ``workdir``) and each existing ``writable`` file bound read-write, ``workdir`` as the
-        current directory. Pure: reads only the file system's shape (which system paths exist
-        and which are links)."""
+             writable: Iterable[Path] = (), inside: Path | None = None) -> list[str]:
+        """``argv`` run inside the sandbox: ``job_dir`` (holding the spawn's home and working
+        directory) bound read-write at ``inside`` (default: its own path; the runner passes
+        :data:`JOB_DIR_INSIDE`), each existing ``writable`` file at its own path, and
+        ``workdir`` (a path as the sandbox sees it) as the current directory. Pure: reads only
+        the file system's shape (which system paths exist and which are links)."""
         args = [self.bwrap, "--unshare-all", "--share-net", "--cap-drop", "ALL"]
         for top in SYSTEM_DIRS:
             path = Path(top)
@@ -76,7 +83,8 @@ class Sandbox:
             args += ["--ro-bind-try", str(root), str(root)]
         for path in writable:
             args += ["--bind-try", str(path), str(path)]
-        args += ["--bind", str(job_dir), str(job_dir), "--chdir", str(workdir), "--", *argv]
+        args += ["--bind", str(job_dir), str(inside or job_dir), "--chdir", str(workdir),
+                 "--", *argv]
         return args
 
 

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,19 @@ import trio
 from olp_harness import FAKE_CLAUDE, alive, descendants, in_thread, run_proxy, wait_until
 from tool_bait import plant
 
-from olp.actors import ProcessSpawner, Sandbox, SpawnSpec, find_bwrap, install_roots
+import olp.actors._run_dir
+from olp.actors import (
+    CliConfig,
+    CliRunner,
+    Invocation,
+    ProcessSpawner,
+    Sandbox,
+    SpawnSpec,
+    find_bwrap,
+    install_roots,
+)
+from olp.actors.testing import JsonLinesAdapter, event_line
+from olp.ir import ChatRequest, Message, TextDelta, TextPart
 
 BWRAP = find_bwrap(os.environ)
 if BWRAP is None:
@@ -247,3 +260,46 @@ async def test_only_allow_listed_etc_entries_are_visible(job_dir: Path) -> None:
     visible = set(out.split())
     assert visible and visible <= set(ETC_ALLOW)
     assert {"shadow", "claude-code", "codex"}.isdisjoint(visible)
+
+
+class _WhereAmI(JsonLinesAdapter):
+    """A "CLI" that says where it runs: its working directory, its home, and the first line
+    of the file its invocation names by the working directory it was given."""
+
+    def invocation(self, request: ChatRequest, *, binary: str, model: str, workdir: Path,
+                   extra_args: Sequence[str] = ()) -> Invocation:
+        head, tail = event_line(TextDelta(text="@")).decode().split("@")
+        script = (f"printf '{head}%s %s %s{tail}\\n' \"$(pwd)\" \"$HOME\" "
+                  f"\"$(cat {workdir / 'system.txt'})\"")
+        return Invocation(argv=["/bin/sh", "-c", script], stdin=b"",
+                          files={"system.txt": "readable"})
+
+
+async def test_every_confined_spawn_sees_the_same_job_paths() -> None:
+    """Inside the sandbox the job directory is /olp/job whatever its real, random path, so a
+    CLI's prompt (which names its working directory) keeps the same prefix from spawn to
+    spawn (issue #25); the runner's files are where the CLI's argv says they are."""
+    assert BWRAP is not None
+    runner = CliRunner(_WhereAmI(), ProcessSpawner(kill_grace=1), CliConfig(
+        binary="/bin/sh", sandbox=Sandbox(BWRAP), proxy_env={"PATH": "/usr/bin:/bin"}))
+    request = ChatRequest(model="m", messages=[Message(role="user",
+                                                       content=[TextPart(text="hi")])])
+    seen: list[str] = []
+    bases: list[Path] = []
+    real_job_dir = olp.actors._run_dir.job_dir
+
+    def remember_job_dir() -> Path:
+        bases.append(real_job_dir())
+        return bases[-1]
+
+    async def emit(event: object) -> None:
+        if isinstance(event, TextDelta):
+            seen.append(event.text)
+
+    with trio.fail_after(30):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr("olp.actors._cli_runner.job_dir", remember_job_dir)
+            for _ in range(2):
+                await runner.run(request, "m", emit)
+    assert seen == ["/olp/job/work /olp/job/home readable"] * 2
+    assert len(set(bases)) == 2 and all(not b.is_relative_to("/olp") for b in bases)

@@ -101,10 +101,13 @@ class AcpUnits:
         workdir.mkdir(mode=0o700, parents=True)
         server.open_sessions += 1
         server.idle = trio.Event()
+        # the server sees its job directory at a fixed path inside the sandbox
+        seen = runner.seen_job_dir(server.base) / workdir.relative_to(server.base)
         try:
-            async with open_session(server.acp, workdir) as session:
-                identity = runner.spawn_identity(request, model, workdir)
-                yield WarmProcess(session, workdir, identity, parser=VibeAcpParser)
+            async with open_session(server.acp, seen) as session:
+                identity = runner.spawn_identity(request, model, seen)
+                yield WarmProcess(session, workdir, identity, parser=VibeAcpParser,
+                                  seen_workdir=seen)
         finally:
             server.open_sessions -= 1
             if server.open_sessions == 0:
@@ -160,7 +163,7 @@ class AcpUnits:
         problem = runner.preflight()
         if problem is not None:
             raise RuntimeError(problem.message)
-        env = server_env(model, spawn_home(base / "work") / ".vibe")
+        env = server_env(model, spawn_home(runner.seen_job_dir(base) / "work") / ".vibe")
         seen = {**runner.adapter.spawn_env(runner.config.proxy_env), **runner.config.env}
         if not seen.get(_credentials.KEY_VAR):
             found = _credentials.read_key(_credentials.env_file(seen, runner.config.real_home))
