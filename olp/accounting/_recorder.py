@@ -43,8 +43,9 @@ class UsageDelta:
     failed_hops: int = 0
     fallbacks: int = 0
     cache_hits: int = 0
-    prompt_tokens: int = 0
+    prompt_tokens: int = 0  # every input token, the cached ones included
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of the prompt tokens, those read from the vendor's prompt cache
     spawn_seconds: float = 0.0
 
 

@@ -63,17 +63,16 @@ def _usage(settings: Settings, args: argparse.Namespace) -> int:
         print(f"No usage in the last {args.days} day(s)"
               + (f" for key {args.key!r}." if args.key else "."))
         return 0
+    counts = ("requests", "served", "refused", "failed_hops", "fallbacks", "cache_hits",
+              "prompt_tokens", "cached_tokens", "completion_tokens")
     header = ("DAY", "KEY", "PROVIDER", "MODEL", "REQ", "SERVED", "REFUSED", "FAILED_HOPS",
-              "FALLBACKS", "HITS", "PROMPT_TOK", "COMPL_TOK", "SPAWN_S")
+              "FALLBACKS", "HITS", "PROMPT_TOK", "CACHED_TOK", "COMPL_TOK", "SPAWN_S")
     cells = [header] + [
-        (r["day"], r["key_name"], r["provider"], r["model"], str(r["requests"]),
-         str(r["served"]), str(r["refused"]), str(r["failed_hops"]), str(r["fallbacks"]),
-         str(r["cache_hits"]), str(r["prompt_tokens"]), str(r["completion_tokens"]),
+        (r["day"], r["key_name"], r["provider"], r["model"], *(str(r[n]) for n in counts),
          f"{r['spawn_seconds']:.1f}") for r in rows]
     totals = usage_totals(rows)
-    cells.append(("total", "", "", "", *(str(totals[n]) for n in (
-        "requests", "served", "refused", "failed_hops", "fallbacks", "cache_hits",
-        "prompt_tokens", "completion_tokens")), f"{totals['spawn_seconds']:.1f}"))
+    cells.append(("total", "", "", "", *(str(totals[n]) for n in counts),
+                  f"{totals['spawn_seconds']:.1f}"))
     print_rows(cells, sys.stdout)
     return 0
 

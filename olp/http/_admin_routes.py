@@ -153,7 +153,8 @@ async def _dashboard_state(services: Services) -> dict[str, Any]:
     keys = await services.keys.list() if hasattr(services.keys, "list") else []
     usage = state.pop("usage_today")
     state["keys"] = [{"id": k.id, "name": k.name, "tier": k.tier,
-                      "today": usage.get(str(k.id), {"requests": 0, "tokens": 0})}
+                      "today": usage.get(str(k.id), {"requests": 0, "tokens": 0,
+                                                     "cached_tokens": 0})}
                      for k in keys if k.active]
     if services.cache is None:
         state["cache"] = {"enabled": False}
@@ -187,7 +188,8 @@ async def _dashboard_action(services: Services, name: str,
 
 
 def _dashboard_figures(db: Database, now: float) -> dict[str, Any]:
-    """The database's part of the dashboard (blocks): today per key, 30 days, recent rows."""
+    """The database's part of the dashboard (blocks): today per key (requests, tokens and of
+    them the cached input tokens), 30 days, recent rows."""
     rows = usage_report(db, now, days=30)
     today = day_of(now)
     per_key: dict[str, dict[str, int]] = {}
@@ -198,9 +200,11 @@ def _dashboard_figures(db: Database, now: float) -> dict[str, Any]:
         day["requests"] += int(r["requests"])
         day["tokens"] += tokens
         if r["day"] == today:
-            mine = per_key.setdefault(r["key"], {"requests": 0, "tokens": 0})
+            mine = per_key.setdefault(r["key"], {"requests": 0, "tokens": 0,
+                                                 "cached_tokens": 0})
             mine["requests"] += int(r["requests"])
             mine["tokens"] += tokens
+            mine["cached_tokens"] += int(r["cached_tokens"])
     start = dt.date.fromisoformat(today) - dt.timedelta(days=29)
     trend = [{"day": d, **per_day.get(d, {"requests": 0, "tokens": 0})}
              for d in ((start + dt.timedelta(days=i)).isoformat() for i in range(30))]

@@ -74,7 +74,7 @@ PAGE: Final = """<!doctype html>
 <section id="cache"><h2>Cache</h2><div class="big" id="hit-rate">–</div>
 <p class="mute" id="cache-detail"></p></section>
 <section id="usage"><h2>Usage today, per key</h2><table><thead><tr><th>key</th><th>tier</th>
-<th>requests</th><th>tokens</th><th></th></tr></thead><tbody></tbody></table>
+<th>requests</th><th>tokens</th><th>cached</th><th></th></tr></thead><tbody></tbody></table>
 <h2 style="margin-top:12px">Last 30 days</h2><div id="trend"></div></section>
 <section id="recent"><h2>Recent requests and fallbacks</h2><table><thead><tr><th>time</th>
 <th>key</th><th>model</th><th>served by</th><th>status</th><th>ms</th></tr></thead><tbody>
@@ -136,7 +136,7 @@ function render() {
     $("#cache-detail").textContent = `${cache.hits} hits, ${cache.misses} misses, ${cache.entries} entries`;
   } else { $("#hit-rate").textContent = "off"; }
   $("#usage tbody").innerHTML = state.keys.map((k) => row([esc(k.name), esc(k.tier),
-    k.today.requests, k.today.tokens,
+    k.today.requests, k.today.tokens, k.today.cached_tokens,
     `<button data-act="clear_cache" data-key="${k.id}" type="button">clear cache</button> ` +
     (k.tier === "owner" ? "" : `<button class="danger" data-act="revoke_key" data-key="${esc(k.name)}" type="button">revoke</button>`)
   ])).join("");

@@ -121,6 +121,9 @@ class Metrics:
                                     registry=r)
         self.tokens = Counter("olp_tokens", "Tokens spent, by provider and kind",
                               ["provider", "kind"], registry=r)
+        self.cached_tokens = Counter("olp_cached_input_tokens", "Of the prompt tokens spent, "
+                                     "those read from the vendor's prompt cache",
+                                     ["provider"], registry=r)
         self.spawn_seconds = Histogram("olp_spawn_duration_seconds", "How long the hop that "
                                        "answered ran (cache hits excluded)", ["provider"],
                                        buckets=SPAWN_BUCKETS, registry=r)
@@ -153,6 +156,7 @@ class Metrics:
         if tokens is not None:
             self.tokens.labels(provider, "prompt").inc(tokens[0])
             self.tokens.labels(provider, "completion").inc(tokens[1])
+            self.cached_tokens.labels(provider).inc(trace.cached_tokens)
         if trace.cache not in NOT_SPAWNED:
             self.spawn_seconds.labels(provider).observe(trace.seconds)
         if trace.first_content_s is not None:

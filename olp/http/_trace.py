@@ -89,6 +89,11 @@ class Trace:
             return None
         return self.usage.prompt_tokens, self.usage.completion_tokens
 
+    @property
+    def cached_tokens(self) -> int:
+        """Of the prompt tokens it spent, those the vendor read from its prompt cache."""
+        return self.usage.cached_tokens if self.usage is not None and self.spawned else 0
+
     def audit_row(self, status: int, outcome: str) -> AuditRow:
         tried = sum(1 for r in self.records if r.trigger_type != "soft")
         tokens = self.tokens
@@ -118,7 +123,7 @@ class Trace:
             served=int(self.entry is not None and outcome in SERVED),
             refused=int(self.refused), fallbacks=int(self.entry is not None and self.index > 0),
             cache_hits=int(self.cache in NOT_SPAWNED), prompt_tokens=tokens[0],
-            completion_tokens=tokens[1],
+            completion_tokens=tokens[1], cached_tokens=self.cached_tokens,
             spawn_seconds=self.seconds if self.entry is not None and self.spawned else 0.0))
         return deltas
 

@@ -2,8 +2,9 @@
 
 Stream: ``message_start`` and a ``ping``, then per content block ``content_block_start`` →
 ``content_block_delta`` (``text_delta`` / ``input_json_delta``) → ``content_block_stop``,
-then ``message_delta`` (``stop_reason``, ``usage``) and ``message_stop``; a failure after
-content is ``event: error``, never a clean ``message_stop``.
+then ``message_delta`` (``stop_reason``, the cumulative ``usage`` with the cache's reads and
+writes) and ``message_stop``; a failure after content is ``event: error``, never a clean
+``message_stop``.
 Finish reasons map ``stop`` → ``end_turn``, ``length`` → ``max_tokens``, ``tool_calls`` →
 ``tool_use``, ``content_filter`` → ``refusal``. Pure: no I/O.
 """
@@ -45,9 +46,13 @@ def error_body(*, type: str, message: str) -> bytes:
 
 
 def _usage(u: Usage | None) -> dict[str, int]:
+    """Anthropic's convention: ``input_tokens`` leaves out the tokens read from the cache and
+    written to it, which are counted apart (the IR's prompt tokens count all three)."""
     if u is None:
-        return {"input_tokens": 0, "output_tokens": 0}
-    return {"input_tokens": u.prompt_tokens, "output_tokens": u.completion_tokens}
+        u = Usage(prompt_tokens=0, completion_tokens=0)
+    return {"input_tokens": u.uncached_prompt_tokens,
+            "cache_creation_input_tokens": u.cache_write_tokens,
+            "cache_read_input_tokens": u.cached_tokens, "output_tokens": u.completion_tokens}
 
 
 def _tool_input(arguments: str) -> Any:

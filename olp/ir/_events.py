@@ -52,12 +52,28 @@ class ToolCallDelta(_Event, frozen=True, tag="tool_call_delta"):
 
 
 class Usage(_Event, frozen=True, tag="usage"):
+    """What one answer cost, in tokens.
+
+    ``prompt_tokens`` counts *every* input token, cached ones included (OpenAI's convention;
+    what the ledger and a key's token limits count). Of them, ``cached_tokens`` were read from
+    the vendor's prompt cache and ``cache_write_tokens`` written to it (Anthropic's
+    ``cache_creation_input_tokens``). Anthropic's own ``input_tokens`` leaves both out: that
+    is :attr:`uncached_prompt_tokens`.
+    """
+
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def uncached_prompt_tokens(self) -> int:
+        """The input tokens neither read from nor written to the cache (never below 0)."""
+        return max(0, self.prompt_tokens - self.cached_tokens - self.cache_write_tokens)
 
 
 class Retrying(_Event, frozen=True, tag="retrying"):

@@ -22,10 +22,16 @@ def completion_id() -> str:
 # --- the wire shapes (field order is the JSON key order; UNSET fields are omitted) ---
 
 
+class _PromptDetails(msgspec.Struct, kw_only=True):
+    cached_tokens: int
+    cache_write_tokens: int
+
+
 class _UsageOut(msgspec.Struct, kw_only=True):
-    prompt_tokens: int
+    prompt_tokens: int  # the cached ones included
     completion_tokens: int
     total_tokens: int
+    prompt_tokens_details: _PromptDetails
 
 
 class _FunctionDelta(msgspec.Struct, kw_only=True):
@@ -112,7 +118,8 @@ _ENCODER: Final = msgspec.json.Encoder()
 
 def _usage(u: Usage) -> _UsageOut:
     return _UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
-                     total_tokens=u.total_tokens)
+                     total_tokens=u.total_tokens, prompt_tokens_details=_PromptDetails(
+                         cached_tokens=u.cached_tokens, cache_write_tokens=u.cache_write_tokens))
 
 
 def error_body(*, message: str, type: str, code: str | None = None,

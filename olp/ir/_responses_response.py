@@ -36,7 +36,9 @@ def _item_id(prefix: str) -> str:
 def _usage(u: Usage | None) -> dict[str, Any] | None:
     if u is None:
         return None
-    return {"input_tokens": u.prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
+    return {"input_tokens": u.prompt_tokens,  # the cached ones included
+            "input_tokens_details": {"cached_tokens": u.cached_tokens,
+                                     "cache_write_tokens": u.cache_write_tokens},
             "output_tokens": u.completion_tokens,
             "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": u.total_tokens}
 

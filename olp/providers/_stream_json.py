@@ -209,8 +209,11 @@ class StreamJsonParser(JsonLinesParser):
         return "stop"
 
     def _usage(self, usage: TokenUsage) -> Usage:
+        """The result's usage; by default ``input_tokens`` counts the cached ones, of which
+        ``cache_read_input_tokens`` tells how many (qwen's: the upstream's prompt count)."""
         return Usage(prompt_tokens=usage.input_tokens or 0,
-                     completion_tokens=usage.output_tokens or 0)
+                     completion_tokens=usage.output_tokens or 0,
+                     cached_tokens=usage.cache_read_input_tokens or 0)
 
     def _explain_exit(self, returncode: int, stderr_tail: bytes) -> Error | None:
         """What a non-zero exit means, when the run tells more than ``CLI_FAILED``."""

@@ -139,6 +139,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     ALTER TABLE audit ADD COLUMN action TEXT;
     ALTER TABLE audit ADD COLUMN suppressed INTEGER;
     """,
+    # 9: the ledger's cached input tokens: of `prompt_tokens` (which counts them), those read
+    # from the vendor's prompt cache. 0 on every row written before.
+    """
+    ALTER TABLE usage ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 

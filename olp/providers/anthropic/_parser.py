@@ -93,7 +93,7 @@ class AnthropicParser(StreamJsonParser):
         self._current_id: str | None = None
         self._delta_ids: set[str] = set()
         self._deltas_since_assistant = False
-        self._input_tokens = 0  # of the current message (message_start)
+        self._input_usage: TokenUsage | None = None  # of the current message (message_start)
 
     def _other(self, envelope: Envelope, line: bytes) -> Sequence[Event]:
         if envelope.type == "rate_limit_event":
@@ -112,7 +112,7 @@ class AnthropicParser(StreamJsonParser):
         if event.message is None:
             return ()
         self._current_id = line.api_message_id or event.message.id
-        self._input_tokens = _input_tokens(event.message.usage)
+        self._input_usage = event.message.usage
         return self._start(event.message.model)
 
     def _call_number(self, block_index: int | None) -> int | None:
@@ -129,8 +129,7 @@ class AnthropicParser(StreamJsonParser):
         output = event.usage.output_tokens if event.usage is not None else None
         if output is None:
             return (self._terminal,)
-        return (Usage(prompt_tokens=self._input_tokens, completion_tokens=output),
-                self._terminal)
+        return (_ir_usage(self._input_usage, output), self._terminal)
 
     def _text_delta(self, line: StreamEvent, text: str) -> Sequence[Event]:
         message_id = line.api_message_id or self._current_id
@@ -174,8 +173,7 @@ class AnthropicParser(StreamJsonParser):
         return _FINISH.get(line.stop_reason or "", "stop")
 
     def _usage(self, usage: TokenUsage) -> Usage:
-        return Usage(prompt_tokens=_input_tokens(usage),
-                     completion_tokens=usage.output_tokens or 0)
+        return _ir_usage(usage, usage.output_tokens or 0)
 
     def _explain_exit(self, returncode: int, stderr_tail: bytes) -> Error | None:
         if self._answered is None and self._api_error is not None:
@@ -206,11 +204,15 @@ class AnthropicParser(StreamJsonParser):
         return (Start(model=model),)
 
 
-def _input_tokens(usage: TokenUsage | None) -> int:
+def _ir_usage(usage: TokenUsage | None, output: int) -> Usage:
+    """Anthropic's figures in the IR's convention: its ``input_tokens`` leaves out what was
+    read from the cache (``cache_read_input_tokens``) and written to it
+    (``cache_creation_input_tokens``); the IR's prompt tokens count both."""
     if usage is None:
-        return 0
-    return ((usage.input_tokens or 0) + (usage.cache_creation_input_tokens or 0)
-            + (usage.cache_read_input_tokens or 0))
+        return Usage(prompt_tokens=0, completion_tokens=output)
+    read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
+    return Usage(prompt_tokens=(usage.input_tokens or 0) + read + written,
+                 completion_tokens=output, cached_tokens=read, cache_write_tokens=written)
 
 
 def _text_of(message: AssistantMessage) -> str:

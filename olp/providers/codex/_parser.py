@@ -52,6 +52,7 @@ class _ItemLine(msgspec.Struct):
 class _TurnUsage(msgspec.Struct):
     input_tokens: int | None = None
     cached_input_tokens: int | None = None
+    cache_write_input_tokens: int | None = None
     output_tokens: int | None = None
     reasoning_output_tokens: int | None = None
 
@@ -146,7 +147,9 @@ class CodexParser(JsonLinesParser):
         u = line.usage
         if u is None:
             return ()
-        return (Usage(prompt_tokens=u.input_tokens or 0, completion_tokens=u.output_tokens or 0),)
+        return (Usage(prompt_tokens=u.input_tokens or 0, completion_tokens=u.output_tokens or 0,
+                      cached_tokens=u.cached_input_tokens or 0,
+                      cache_write_tokens=u.cache_write_input_tokens or 0),)
 
     def _error(self, line: _ErrorLine) -> Sequence[Event]:
         message = line.message or ""

@@ -150,7 +150,8 @@ class GeminiParser(JsonLinesParser):
         if result.status != "success" or result.stats is None:
             return ()
         return self._out(Usage(prompt_tokens=result.stats.input_tokens,
-                               completion_tokens=result.stats.output_tokens))
+                               completion_tokens=result.stats.output_tokens,
+                               cached_tokens=result.stats.cached))
 
     def _exit_event(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
         if BRIDGE_FAILED.encode() in stderr_tail:

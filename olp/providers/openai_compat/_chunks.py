@@ -50,11 +50,20 @@ class _Choice(msgspec.Struct, kw_only=True):
     finish_reason: str | None = None
 
 
+class _InputDetails(msgspec.Struct, kw_only=True):
+    cached_tokens: int | None = None
+    cache_write_tokens: int | None = None
+
+
 class _Usage(msgspec.Struct, kw_only=True):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     input_tokens: int | None = None
     output_tokens: int | None = None
+    prompt_tokens_details: _InputDetails | None = None
+    input_tokens_details: _InputDetails | None = None
+    cache_read_input_tokens: int | None = None
+    cache_creation_input_tokens: int | None = None
 
 
 class _Chunk(msgspec.Struct, kw_only=True):
@@ -137,17 +146,34 @@ class ChunkReader:
                                     "'error'", "type": "server_error"})
                 else:
                     self.finish_reason = _FINISH.get(choice.finish_reason, "stop")
-        if chunk.usage is not None:
-            u = chunk.usage
-            prompt = u.prompt_tokens if u.prompt_tokens is not None else u.input_tokens
-            completion = (u.completion_tokens if u.completion_tokens is not None
-                          else u.output_tokens)
-            if prompt is not None or completion is not None:
-                self.usage = Usage(prompt_tokens=prompt or 0, completion_tokens=completion or 0)
+        usage = _usage(chunk.usage) if chunk.usage is not None else None
+        if usage is not None:
+            self.usage = usage
         if chunk.error is not None:
             self.error = self._on_error(chunk.error if isinstance(chunk.error, str)
                                         else {"error": chunk.error})
         return out
+
+
+def _usage(u: _Usage) -> Usage | None:
+    """The IR's usage (prompt tokens count the cached ones), from OpenAI's names (its
+    ``prompt_tokens`` or ``input_tokens`` counts the cached ones, told in ``*_details``), or
+    Anthropic's (``input_tokens`` leaves out ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens``); ``None`` when it has no counts."""
+    prompt = u.prompt_tokens if u.prompt_tokens is not None else u.input_tokens
+    completion = u.completion_tokens if u.completion_tokens is not None else u.output_tokens
+    if prompt is None and completion is None:
+        return None
+    details = u.prompt_tokens_details or u.input_tokens_details
+    if details is not None:
+        cached, written = details.cached_tokens or 0, details.cache_write_tokens or 0
+    else:
+        cached = u.cache_read_input_tokens or 0
+        written = u.cache_creation_input_tokens or 0
+        if u.prompt_tokens is None:  # Anthropic's input_tokens
+            prompt = (prompt or 0) + cached + written
+    return Usage(prompt_tokens=prompt or 0, completion_tokens=completion or 0,
+                 cached_tokens=cached, cache_write_tokens=written)
 
 
 def _delta_events(delta: _Delta, out: list[Event], *, number_calls: bool = False) -> None:

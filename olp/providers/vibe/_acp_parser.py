@@ -62,8 +62,9 @@ class _Content(msgspec.Struct):
 
 
 class _UsageMeta(msgspec.Struct, rename="camel"):
-    prompt_tokens: int | None = None
+    prompt_tokens: int | None = None  # cached ones included
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 class _Update(msgspec.Struct, rename="camel"):
@@ -80,8 +81,9 @@ class _Params(msgspec.Struct):
 
 
 class _TurnUsage(msgspec.Struct, rename="camel"):
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # cached ones included
     output_tokens: int | None = None
+    cached_read_tokens: int | None = None  # ACP's; vibe leaves it out while it is 0
 
 
 class _Result(msgspec.Struct, rename="camel"):
@@ -117,7 +119,7 @@ class VibeAcpParser(TerminalOnce):
         self._emitted_text = False
         self._message_id: str | None = None
         self._retries = 0
-        self._meta_usage: tuple[int, int] | None = None
+        self._meta_usage: Usage | None = None  # the last usage_update's
         self._result: _Result | None = None
         self._error: _RpcError | None = None
         self._after_exit: tuple[Event, ...] = ()
@@ -155,8 +157,9 @@ class VibeAcpParser(TerminalOnce):
         if update.session_update == "usage_update":
             meta = update.meta
             if meta is not None:
-                self._meta_usage = (max(0, meta.prompt_tokens or 0),
-                                    max(0, meta.completion_tokens or 0))
+                self._meta_usage = Usage(prompt_tokens=max(0, meta.prompt_tokens or 0),
+                                         completion_tokens=max(0, meta.completion_tokens or 0),
+                                         cached_tokens=max(0, meta.cached_tokens or 0))
             return ()
         if update.session_update != "agent_message_chunk":
             return ()
@@ -202,16 +205,21 @@ class VibeAcpParser(TerminalOnce):
         return terminal
 
     def _usage(self, succeeded: bool) -> tuple[Event, ...]:
+        """The prompt result's usage, else the last ``usage_update``'s (a failed turn); the
+        cached count of the result when it has one, else the update's (the same session
+        figure)."""
         usage = self._result.usage if self._result is not None else None
+        found = self._meta_usage
         if usage is not None:
-            tokens = (max(0, usage.input_tokens or 0), max(0, usage.output_tokens or 0))
-        elif self._meta_usage is not None:
-            tokens = self._meta_usage
-        else:
+            cached = usage.cached_read_tokens
+            if cached is None:
+                cached = found.cached_tokens if found is not None else 0
+            found = Usage(prompt_tokens=max(0, usage.input_tokens or 0),
+                          completion_tokens=max(0, usage.output_tokens or 0),
+                          cached_tokens=max(0, cached))
+        if found is None or (not succeeded and found.total_tokens == 0):
             return ()
-        if not succeeded and sum(tokens) == 0:
-            return ()
-        return (Usage(prompt_tokens=tokens[0], completion_tokens=tokens[1]),)
+        return (found,)
 
     def _outcome(self, returncode: int, stderr_tail: bytes) -> Error | Stop:
         if self._result is not None:

@@ -55,8 +55,9 @@ class _ExportError(msgspec.Struct):
 
 
 class _ExportUsage(msgspec.Struct):
-    input_tokens: int | None = None
+    input_tokens: int | None = None  # cached ones included
     output_tokens: int | None = None
+    cached_input_tokens: int | None = None
 
 
 class _Export(msgspec.Struct):
@@ -143,7 +144,8 @@ class VibeParser(TerminalOnce):
         prompt, completion = max(0, usage.input_tokens or 0), max(0, usage.output_tokens or 0)
         if not succeeded and prompt + completion == 0:
             return ()
-        return (Usage(prompt_tokens=prompt, completion_tokens=completion),)
+        return (Usage(prompt_tokens=prompt, completion_tokens=completion,
+                      cached_tokens=max(0, usage.cached_input_tokens or 0)),)
 
     def _explain_exit(self, returncode: int, stderr_tail: bytes,
                       export: _Export | None) -> Error | Stop:

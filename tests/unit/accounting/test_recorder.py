@@ -103,6 +103,23 @@ async def test_flush_writes_what_is_left_and_the_ledger_adds_up_across_batches(
     assert audit_page(db, key_name="kid", limit=2)[0][-1]["request_id"] == "req_2"
 
 
+async def test_cached_input_tokens_add_up_beside_the_prompt_tokens_they_are_part_of(
+        db: Database) -> None:
+    recorder = Recorder(db)
+    recorder.record(row(1), [UsageDelta("anthropic", "m", requests=1, prompt_tokens=1200,
+                                        cached_tokens=1024, completion_tokens=5)])
+    recorder.record(row(2), [UsageDelta("anthropic", "m", requests=1, prompt_tokens=30,
+                                        completion_tokens=2)])
+    await recorder.flush()
+    recorder.record(row(3), [UsageDelta("anthropic", "m", requests=1, prompt_tokens=1100,
+                                        cached_tokens=1000, completion_tokens=3)])
+    await recorder.flush()
+    [only] = usage_report(db, NOW, days=1)
+    assert (only["prompt_tokens"], only["cached_tokens"], only["completion_tokens"]) == (
+        2330, 2024, 10)
+    assert load_counts(db, NOW)["3"].tokens_today == 2340  # limits count every token
+
+
 async def test_a_failed_write_keeps_its_rows_for_the_next_batch(db: Database) -> None:
     recorder = Recorder(db)
     recorder.record(row(1), [UsageDelta("anthropic", "m", requests=1)])

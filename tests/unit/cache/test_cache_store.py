@@ -270,6 +270,28 @@ async def test_an_undecodable_entry_is_a_miss_and_is_deleted(db: Database,
     assert db.read(lambda c: c.execute("SELECT COUNT(*) FROM cache_entries").fetchone()) == (0,)
 
 
+async def test_cached_token_figures_survive_the_store(db: Database, clock: Clock) -> None:
+    """A replayed answer tells the cached input it was first answered with."""
+    store = make_store(db, clock)
+    usage = Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024,
+                  cache_write_tokens=100)
+    events = [TextDelta(text="hi"), usage, Stop()]
+    await store.put("ann", "k", "p", events)
+    assert await make_store(db, clock).get("ann", "k") == events  # from the disk
+
+
+async def test_an_entry_written_before_cached_tokens_still_replays(db: Database,
+                                                                   clock: Clock) -> None:
+    store = make_store(db, clock)
+    await store.put("ann", "k", "p", [TextDelta(text="hi"), Stop()])
+    old = (b'[{"type":"text_delta","text":"hi"},{"type":"usage","prompt_tokens":3,'
+           b'"completion_tokens":5},{"type":"stop","finish_reason":"stop"}]')
+    db.write(lambda c: c.execute("UPDATE cache_entries SET events = ?", (old,)))
+    assert await make_store(db, clock).get("ann", "k") == [
+        TextDelta(text="hi"), Usage(prompt_tokens=3, completion_tokens=5, cached_tokens=0,
+                                    cache_write_tokens=0), Stop()]
+
+
 class _ThreadCheckingDatabase(Database):
     loop_thread: threading.Thread | None = None
     calls_on_loop = 0

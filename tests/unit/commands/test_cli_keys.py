@@ -225,15 +225,20 @@ def test_usage_and_audit_read_the_database(home: Path,
             provider="anthropic", model="m", entry="sub", hops=1, status=200, cache="miss",
             stream=True, latency_ms=40, prompt_tokens=3, completion_tokens=4, outcome="ok"),
             [UsageDelta("anthropic", "m", requests=1, served=1, prompt_tokens=3,
-                        completion_tokens=4, spawn_seconds=0.4)])
+                        cached_tokens=2, completion_tokens=4, spawn_seconds=0.4)])
         _trio.run(recorder.flush)
     assert main(["usage", "--json"]) == 0
     [row] = json.loads(capsys.readouterr().out)
     assert (row["key_name"], row["requests"], row["completion_tokens"]) == ("kid", 1, 4)
+    assert (row["prompt_tokens"], row["cached_tokens"]) == (3, 2)
     assert main(["usage", "--key", "kid"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[0].split()[:4] == ["DAY", "KEY", "PROVIDER", "MODEL"]
-    assert out.splitlines()[-1].split()[:3] == ["total", "1", "1"]
+    header, *_, total = out.splitlines()
+    assert header.split()[:4] == ["DAY", "KEY", "PROVIDER", "MODEL"]
+    assert total.split()[:3] == ["total", "1", "1"]
+    figures = dict(zip(header.split()[4:], total.split()[1:], strict=True))
+    assert (figures["PROMPT_TOK"], figures["CACHED_TOK"], figures["COMPL_TOK"]) == (
+        "3", "2", "4")
     assert main(["audit", "--json", "--since", "2020-01-01"]) == 0
     [line] = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert line["request_id"] == "req_abc" and line["stream"] is True

@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import pytest
+from anthropic.lib.streaming._messages import accumulate_event
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -196,7 +198,40 @@ def test_a_message_body_with_text_a_call_and_usage() -> None:
                     {"type": "tool_use", "id": "toolu_9", "name": "get_weather",
                      "input": {"city": "Paris"}}],
         "stop_reason": "tool_use", "stop_sequence": None,
-        "usage": {"input_tokens": 12, "output_tokens": 7}}
+        "usage": {"input_tokens": 12, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 7}}
+
+
+CACHED = Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024, cache_write_tokens=100)
+
+
+def test_cached_input_in_a_message_body() -> None:
+    """Anthropic's convention: ``input_tokens`` is what was neither read from nor written
+    to the cache; those two are counted apart."""
+    builder = MessageBuilder(id="msg_1", model="m")
+    for event in (TextDelta(text="x"), CACHED, Stop()):
+        builder.add(event)
+    usage = anthropic.types.Message.model_validate_json(builder.body()).usage
+    assert (usage.input_tokens, usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens, usage.output_tokens) == (76, 1024, 100, 5)
+
+
+def test_cached_input_in_a_stream_reaches_the_sdk_s_final_message() -> None:
+    """``message_start`` is sent before the usage is known (zeros, as Anthropic sends them
+    before output); ``message_delta`` carries the cumulative figures, cache ones included,
+    and the SDK's accumulator takes them into the final message."""
+    enc = MessageStreamEncoder(id="msg_1", model="m")
+    out = enc.begin() + enc.text("x") + enc.finish("stop", CACHED)
+    snapshot: Any = None
+    for name, payload in frames(out):
+        if name != "ping":
+            snapshot = accumulate_event(event=payload, current_snapshot=snapshot, json_bufs={})
+    usage = snapshot.usage
+    assert (usage.input_tokens, usage.cache_read_input_tokens,
+            usage.cache_creation_input_tokens, usage.output_tokens) == (76, 1024, 100, 5)
+    start = frames(out)[0][1]["message"]["usage"]
+    assert start == {"input_tokens": 0, "cache_creation_input_tokens": 0,
+                     "cache_read_input_tokens": 0, "output_tokens": 0}
 
 
 @pytest.mark.parametrize(("reason", "wire"), [("stop", "end_turn"), ("length", "max_tokens"),

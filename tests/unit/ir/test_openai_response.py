@@ -222,3 +222,23 @@ def test_error_body() -> None:
     assert json.loads(error_body(message="m", type="t")) == {
         "error": {"message": "m", "type": "t", "param": None, "code": None}}
     ErrorObject.model_validate(raw["error"])
+
+
+CACHED = Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024, cache_write_tokens=100)
+
+
+def test_cached_input_is_in_the_prompt_tokens_details() -> None:
+    """OpenAI's convention: ``prompt_tokens`` counts every input token, the cached ones
+    (and the ones written to the cache) are told apart in ``prompt_tokens_details``; in the
+    body and in the final usage chunk alike."""
+    body = _build(TextDelta(text="x"), CACHED, Stop())
+    streamed = _chunk(_encoder(include_usage=True).usage(CACHED))
+    for usage in (body.usage, streamed.usage):
+        assert usage is not None and usage.prompt_tokens_details is not None
+        assert (usage.prompt_tokens, usage.completion_tokens, usage.total_tokens) == (
+            1200, 5, 1205)
+        assert usage.prompt_tokens_details.cached_tokens == 1024
+        assert usage.prompt_tokens_details.cache_write_tokens == 100
+    nothing = _build(Usage(prompt_tokens=3, completion_tokens=4)).usage
+    assert nothing is not None and nothing.prompt_tokens_details is not None
+    assert nothing.prompt_tokens_details.cached_tokens == 0

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from openai.types.responses import Response, ResponseCompletedEvent
 
 from olp.ir import (
     ImagePart,
@@ -20,7 +21,12 @@ from olp.ir import (
     ToolSpec,
     Usage,
 )
-from olp.ir.responses import InvalidRequest, ResponseBuilder, decode_responses_request
+from olp.ir.responses import (
+    InvalidRequest,
+    ResponseBuilder,
+    ResponseStreamEncoder,
+    decode_responses_request,
+)
 
 
 def decode(**body: Any) -> Any:
@@ -130,3 +136,25 @@ def test_a_length_finish_is_an_incomplete_response() -> None:
     assert [i["type"] for i in body["output"]] == ["message", "function_call"]
     assert body["output"][1]["arguments"] == "{}" and body["output"][1]["call_id"] == "c"
     assert body["usage"]["total_tokens"] == 7
+
+
+CACHED = Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024, cache_write_tokens=100)
+
+
+def test_cached_input_is_in_the_input_tokens_details() -> None:
+    """OpenAI's convention: ``input_tokens`` counts every input token, of which
+    ``input_tokens_details`` tells the cached and the written ones; in the body and in the
+    streamed ``response.completed``."""
+    builder = ResponseBuilder(id="resp_1", model="m")
+    for event in (TextDelta(text="x"), CACHED, Stop()):
+        builder.add(event)
+    enc = ResponseStreamEncoder(id="resp_2", model="m")
+    out = enc.begin() + enc.text("x") + enc.finish("stop", CACHED)
+    last = out.decode().strip().split("\n\n")[-1].split("\n")[1].removeprefix("data: ")
+    completed = ResponseCompletedEvent.model_validate_json(last).response
+    for response in (Response.model_validate_json(builder.body()), completed):
+        usage = response.usage
+        assert usage is not None
+        assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (1200, 5, 1205)
+        assert usage.input_tokens_details.cached_tokens == 1024
+        assert usage.input_tokens_details.cache_write_tokens == 100

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from transcript_edits import edit_json_lines
 
 from olp.ir import Error, Event, Retrying, Start, Stop, TextDelta, Usage, is_terminal
 from olp.providers.anthropic import AnthropicParser
@@ -218,8 +220,44 @@ def test_usage_sums_cache_tokens_and_comes_before_stop() -> None:
     parser.feed(_delta("hi"))
     usage = {"input_tokens": 3, "cache_creation_input_tokens": 100,
              "cache_read_input_tokens": 2000, "output_tokens": 9}
-    assert parser.feed(_result(usage=usage)) == [Usage(prompt_tokens=2103, completion_tokens=9)]
+    assert parser.feed(_result(usage=usage)) == [Usage(
+        prompt_tokens=2103, completion_tokens=9, cached_tokens=2000, cache_write_tokens=100)]
     assert parser.finish(0, b"") == Stop(finish_reason="stop")
+
+
+def _cache_figures(usage: dict[str, Any]) -> bool:
+    usage.update(input_tokens=3, cache_creation_input_tokens=100, cache_read_input_tokens=2000)
+    return True
+
+
+def test_cached_input_comes_from_the_real_result_line() -> None:
+    """The captured result line with cache figures written in: prompt tokens are every input
+    token (as the ledger has always counted them), the cached and written ones told apart."""
+    lines = edit_json_lines(
+        (FIXTURES / "success.partial.stdout").read_bytes().splitlines(),
+        lambda o: o.get("type") == "result" and _cache_figures(o["usage"]))
+    parser = AnthropicParser(now=lambda: NOW)
+    events = [e for line in lines for e in parser.feed(line)]
+    assert events == [Start(model=MODEL), *HELLO_STREAM, Usage(
+        prompt_tokens=2103, completion_tokens=7, cached_tokens=2000, cache_write_tokens=100)]
+    assert parser.finish(0, b"") == Stop()
+
+
+def test_a_tool_call_stop_takes_the_cached_input_of_its_message_start() -> None:
+    """A run ended at the tool call has no result line: the figures of the real
+    ``message_start`` (here written in) and the ``message_delta``'s output count."""
+    lines = edit_json_lines(
+        (FIXTURES / "tools.call.stream-json.stdout").read_bytes().splitlines(),
+        lambda o: (o.get("event") or {}).get("type") == "message_start"
+        and _cache_figures(o["event"]["message"]["usage"]))
+    parser = AnthropicParser(now=lambda: NOW)
+    events: list[Event] = []
+    for line in lines:
+        events += parser.feed(line)
+        if events and is_terminal(events[-1]):
+            break
+    assert events[-2:] == [Usage(prompt_tokens=2103, completion_tokens=7, cached_tokens=2000,
+                                 cache_write_tokens=100), Stop(finish_reason="tool_calls")]
 
 
 @pytest.mark.parametrize(("stop_reason", "finish"), [

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from transcript_edits import edit_json_lines
 
 from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage, is_terminal
 from olp.providers.codex import CodexParser
@@ -51,6 +53,25 @@ def replay(case: str, *, exit_code: int | None = None) -> list[Event]:
 def retries(n: int, category: str, status: int | None, of: int = 5) -> list[Event]:
     return [Retrying(attempt=i, max_retries=of, category=category,  # type: ignore[arg-type]
                      status=status) for i in range(1, n + 1)]
+
+
+def test_cached_input_comes_from_turn_completed() -> None:
+    """``turn.completed`` usage: ``input_tokens`` counts every input token, of which
+    ``cached_input_tokens`` were read from the prompt cache and ``cache_write_input_tokens``
+    written to it. The captured line with those figures written in (the mock keeps no cache)."""
+    def cached(obj: dict[str, Any]) -> bool:
+        if obj.get("type") != "turn.completed":
+            return False
+        obj["usage"].update(input_tokens=1025, cached_input_tokens=1000,
+                            cache_write_input_tokens=20)
+        return True
+
+    lines = edit_json_lines((FIXTURES / "success.json.stdout").read_bytes().splitlines(), cached)
+    parser = CodexParser(now=lambda: NOW)
+    events = [e for line in lines for e in parser.feed(line)]
+    assert events == [TextDelta(text=ANSWER), Usage(
+        prompt_tokens=1025, completion_tokens=7, cached_tokens=1000, cache_write_tokens=20)]
+    assert parser.finish(0, b"") == Stop()
 
 
 def test_every_transcript_is_covered() -> None:
@@ -172,7 +193,7 @@ def test_later_agent_messages_follow_after_a_blank_line_and_warnings_are_ignored
     ]
     events = [e for line in lines for e in parser.feed(json.dumps(line).encode())]
     assert events == [TextDelta(text="Let me look."), TextDelta(text="\n\nDone."),
-                      Usage(prompt_tokens=30, completion_tokens=9)]
+                      Usage(prompt_tokens=30, completion_tokens=9, cached_tokens=20)]
     assert parser.finish(0, b"") == Stop()
 
 

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from transcript_edits import edit_json_lines
 
 from olp.ir import Error, Event, Stop, TextDelta, Usage, is_terminal
 from olp.providers.gemini import ADAPTER, GeminiParser
@@ -56,6 +58,24 @@ def test_success_streams_token_deltas_then_usage_then_stop(case: str) -> None:
     assert [d.text for d in deltas] == ["Hello", " from", " the mock", " upstream."]
     assert events[-1] == Usage(prompt_tokens=25, completion_tokens=7)
     assert terminal == Stop(finish_reason="stop")
+
+
+def test_cached_input_comes_from_the_result_stats() -> None:
+    """``result.stats``: ``input_tokens`` is the prompt count, cached ones included (gemini's
+    ``input`` is the rest), ``cached`` the cached part. The captured line with a cache figure
+    written in (the mock keeps no cache)."""
+    def cached(obj: dict[str, Any]) -> bool:
+        if obj.get("type") != "result":
+            return False
+        obj["stats"].update(input_tokens=1025, cached=1000, input=25)
+        return True
+
+    lines = edit_json_lines((FIXTURES / "success.stdout.jsonl").read_bytes().splitlines(),
+                            cached)
+    parser = GeminiParser(now=lambda: NOW)
+    events = [e for line in lines for e in parser.feed(line)]
+    assert events[-1] == Usage(prompt_tokens=1025, completion_tokens=7, cached_tokens=1000)
+    assert parser.finish(0, b"") == Stop()
 
 
 def test_the_echoed_prompt_is_not_content() -> None:

@@ -137,6 +137,30 @@ def test_usage_input_output_names_and_last_one_wins() -> None:
     assert reader.usage == Usage(prompt_tokens=4, completion_tokens=9)
 
 
+@pytest.mark.parametrize(("usage", "expected"), [
+    # OpenAI Chat Completions: prompt_tokens counts the cached ones
+    ({"prompt_tokens": 1200, "completion_tokens": 5, "total_tokens": 1205,
+      "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0}},
+     Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024)),
+    ({"prompt_tokens": 1200, "completion_tokens": 5,
+      "prompt_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 1100}},
+     Usage(prompt_tokens=1200, completion_tokens=5, cache_write_tokens=1100)),
+    # OpenAI Responses names: input_tokens counts them too
+    ({"input_tokens": 1200, "output_tokens": 5, "input_tokens_details": {"cached_tokens": 1024}},
+     Usage(prompt_tokens=1200, completion_tokens=5, cached_tokens=1024)),
+    # Anthropic's names: input_tokens does not count what was read from or written to the cache
+    ({"input_tokens": 3, "output_tokens": 5, "cache_read_input_tokens": 1024,
+      "cache_creation_input_tokens": 100},
+     Usage(prompt_tokens=1127, completion_tokens=5, cached_tokens=1024, cache_write_tokens=100)),
+    ({"prompt_tokens": 7, "completion_tokens": 5, "prompt_tokens_details": None},
+     Usage(prompt_tokens=7, completion_tokens=5)),
+])
+def test_cached_input_tokens(usage: dict[str, Any], expected: Usage) -> None:
+    reader = ChunkReader(on_error)
+    reader.feed(chunk(None, usage=usage))
+    assert reader.usage == expected and reader.malformed == 0
+
+
 def test_whole_completion_body() -> None:
     reader = ChunkReader(on_error)
     body = json.dumps({"model": "m-1", "choices": [{"index": 0, "finish_reason": "tool_calls",

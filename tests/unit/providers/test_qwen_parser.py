@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from transcript_edits import edit_json_lines
 
 from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage
 from olp.providers.qwen import QwenParser
@@ -72,6 +73,22 @@ def test_success_streams_token_deltas_then_usage_then_stop() -> None:
     assert events == [TextDelta(text="Hello"), TextDelta(text=" from"),
                       TextDelta(text=" the mock"), TextDelta(text=" upstream."),
                       Usage(prompt_tokens=21, completion_tokens=4)]
+    assert terminal == Stop(finish_reason="stop")
+
+
+def test_cached_input_comes_from_the_result_line() -> None:
+    """qwen's result usage: ``input_tokens`` is the upstream's prompt count, cached ones
+    included (OpenAI's ``prompt_tokens``), ``cache_read_input_tokens`` the cached part. The
+    captured line with a cache figure written in (the mock keeps no cache)."""
+    def cached(obj: dict[str, Any]) -> bool:
+        if obj.get("type") != "result":
+            return False
+        obj["usage"].update(input_tokens=1021, cache_read_input_tokens=1000)
+        return True
+
+    lines, code, stderr = transcript("success")
+    events, terminal = run(edit_json_lines(lines, cached), code, stderr)
+    assert events[-1] == Usage(prompt_tokens=1021, completion_tokens=4, cached_tokens=1000)
     assert terminal == Stop(finish_reason="stop")
 
 

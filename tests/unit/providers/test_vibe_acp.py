@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -843,6 +843,54 @@ def test_parser_usage_of_a_failed_turn_comes_from_the_last_usage_update() -> Non
                                   error(-32603, "API error occurred: Status 500.")], 1)
     assert trailer == [Usage(prompt_tokens=40, completion_tokens=3)]
     assert isinstance(terminal, Error)
+
+
+def prompt_lines(name: str, edit: Callable[[dict[str, Any]], None]) -> list[bytes]:
+    """A transcript's answer to its first ``session/prompt`` as the session hands it to the
+    parser (its notifications, then the result under ``olp_prompt_result``), each message
+    passed to ``edit`` first."""
+    events = transcript(name)
+    [prompt_id] = [e["msg"]["id"] for e in events if e["dir"] == "send"
+                   and e["msg"].get("method") == "session/prompt"][:1]
+    lines: list[bytes] = []
+    for e in events:
+        msg = e["msg"] if e["dir"] == "recv" else None
+        if msg is None:
+            continue
+        edit(msg)
+        if msg.get("id") == prompt_id:
+            return [*lines, json.dumps({"olp_prompt_result": msg["result"]}).encode()]
+        if msg.get("method") == "session/update":
+            lines.append(json.dumps(msg).encode())
+    raise AssertionError(f"{name}: no answer to the prompt")
+
+
+def _cached_meta(msg: dict[str, Any]) -> None:
+    meta = ((msg.get("params") or {}).get("update") or {}).get("_meta")
+    if meta is not None and "cachedTokens" in meta and meta["promptTokens"]:
+        meta.update(promptTokens=1025, cachedTokens=1000)
+    if "result" in msg and "usage" in (msg["result"] or {}):
+        msg["result"]["usage"]["inputTokens"] = 1025
+
+
+def test_parser_cached_input_comes_from_the_usage_updates() -> None:
+    """Every ``usage_update``'s ``_meta`` carries ``cachedTokens`` (the prompt count,
+    ``inputTokens``, includes them): the captured lines with a cache figure written in."""
+    _, trailer, terminal = parse(prompt_lines("prompt_success", _cached_meta), 0)
+    assert trailer == [Usage(prompt_tokens=1025, completion_tokens=7, cached_tokens=1000)]
+    assert terminal == Stop(finish_reason="stop")
+
+
+def test_parser_cached_input_of_the_prompt_result_comes_first() -> None:
+    """vibe puts ACP's ``cachedReadTokens`` in the prompt result's usage when it is not 0
+    (so the capture, with none cached, has none); it is the same session figure."""
+    def cached_result(msg: dict[str, Any]) -> None:
+        _cached_meta(msg)
+        if "result" in msg and "usage" in (msg["result"] or {}):
+            msg["result"]["usage"]["cachedReadTokens"] = 900
+
+    _, trailer, _ = parse(prompt_lines("prompt_success", cached_result), 0)
+    assert trailer == [Usage(prompt_tokens=1025, completion_tokens=7, cached_tokens=900)]
 
 
 def test_parser_ignores_odd_lines_and_lines_after_the_end() -> None:

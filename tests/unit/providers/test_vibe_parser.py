@@ -51,6 +51,23 @@ def replay(case: str, workdir: Path) -> tuple[list[Event], list[Event], Event]:
     return events, trailer, terminal
 
 
+def test_cached_input_comes_from_the_export(tmp_path: Path) -> None:
+    """``export.json`` usage: ``input_tokens`` counts every prompt token, of which
+    ``cached_input_tokens`` were cached. The captured export with a cache figure written in
+    (the mock keeps no cache)."""
+    case = "success_with_export.streaming"
+    export = json.loads((FIXTURES / f"{case}.export.json").read_text(encoding="utf-8"))
+    export["usage"].update(input_tokens=1025, cached_input_tokens=1000)
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "export.json").write_text(json.dumps(export), encoding="utf-8")
+    parser = VibeParser(tmp_path, now=lambda: NOW)
+    for line in (FIXTURES / f"{case}.stdout").read_bytes().splitlines():
+        parser.feed(line)
+    assert list(parser.trailer(0, b"")) == [
+        Usage(prompt_tokens=1025, completion_tokens=7, cached_tokens=1000)]
+    assert parser.finish(0, b"") == Stop()
+
+
 def test_every_transcript_is_covered_below() -> None:
     assert set(CASES) == set(EXPECTED) | set(NOT_STREAMING) | {"hang.default.streaming"}
 
