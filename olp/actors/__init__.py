@@ -29,6 +29,8 @@ from ._sandbox import BWRAP_HINT as BWRAP_HINT
 from ._sandbox import Sandbox as Sandbox
 from ._sandbox import find_bwrap as find_bwrap
 from ._sandbox import install_roots as install_roots
+from ._sessions import SessionKit as SessionKit
+from ._sessions import SessionPolicy as SessionPolicy
 from ._warm import PoolStatistics as PoolStatistics
 from ._warm import WarmPool as WarmPool
 from ._warm import WarmSettings as WarmSettings

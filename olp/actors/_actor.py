@@ -29,8 +29,10 @@ class JobRunner(Protocol):
     """How a provider answers one job (a CLI spawn, or later an HTTP call)."""
 
     async def run(self, request: ChatRequest, model: str,
-                  emit: Callable[[Event], Awaitable[None]]) -> None:
-        """Emit events, the last of them terminal; on cancellation clean up and re-raise."""
+                  emit: Callable[[Event], Awaitable[None]], *, owner: str | None = None) -> None:
+        """Emit events, the last of them terminal; on cancellation clean up and re-raise.
+        ``owner``: whose conversation this is (the API key's id; ``None``: nobody's), the
+        scope of a CLI's kept session."""
         ...
 
 
@@ -40,6 +42,7 @@ class _Job:
     model: str
     reply: trio.MemorySendChannel[Event]
     scope: trio.CancelScope  # created by the caller, who may cancel it at any time
+    owner: str | None = None  # the API key's id: the scope of a kept CLI session
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +117,10 @@ class ProviderActor:
         finally:
             self.finished.set()
 
-    async def submit(self, request: ChatRequest, model: str) -> Ticket:
-        """Hand a job to the actor. Blocks only until the actor has taken it.
+    async def submit(self, request: ChatRequest, model: str, *,
+                     owner: str | None = None) -> Ticket:
+        """Hand a job to the actor (``owner``: see :meth:`JobRunner.run`). Blocks only until
+        the actor has taken it.
 
         A retired actor (:meth:`retire`) takes no job: its ticket holds one terminal
         ``CANCELLED`` error (category ``unavailable``: the chain moves on). Raises
@@ -126,7 +131,7 @@ class ProviderActor:
         try:
             if self._retired:
                 raise trio.ClosedResourceError
-            await self._inbox_send.send(_Job(request, model, send, scope))
+            await self._inbox_send.send(_Job(request, model, send, scope, owner))
         except trio.ClosedResourceError:  # retired, before or while handing the job over
             with send:
                 send.send_nowait(failure(Code.CANCELLED, f"{self.name} was replaced by a config "
@@ -176,7 +181,7 @@ class ProviderActor:
                 job.scope.cancel(reason="nobody is listening")
 
         try:
-            await self.runner.run(job.request, job.model, emit)
+            await self.runner.run(job.request, job.model, emit, owner=job.owner)
         except Exception as exc:  # the per-job boundary: one job's bug never kills the actor
             log.exception("job failed", extra={"provider": self.name})
             await emit(failure(Code.INTERNAL_ERROR,

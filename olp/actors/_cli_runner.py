@@ -25,6 +25,7 @@ from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import JOB_DIR_INSIDE, Sandbox
+from ._sessions import SessionKit, SessionPolicy, Turn, keep_turn, open_turn
 from ._tool_gate import ToolGate
 from ._warm import Lease, WarmPool, WarmSettings
 
@@ -56,6 +57,7 @@ class CliConfig:
     real_home: Path = field(default_factory=Path.home)
     proxy_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     sandbox: Sandbox | None = None
+    sessions: SessionPolicy | None = None  # kept CLI sessions (providers.<name>.sessions)
 
 
 class CliRunner:
@@ -90,41 +92,79 @@ class CliRunner:
         env = {**self.adapter.spawn_env(self.config.proxy_env), **self.config.env}
         return self.adapter.preflight(env, self.config.real_home)
 
-    async def run(self, request: ChatRequest, model: str, emit: Emit) -> None:
+    @property
+    def sessions(self) -> tuple[SessionPolicy, SessionKit] | None:
+        """The kept-session policy and this CLI's way of keeping them, when both exist."""
+        kit: SessionKit | None = getattr(self.adapter, "sessions", None)
+        policy = self.config.sessions
+        return None if kit is None or policy is None else (policy, kit)
+
+    async def run(self, request: ChatRequest, model: str, emit: Emit, *,
+                  owner: str | None = None) -> None:
         """Run one job, emitting IR events and always, last, exactly one terminal event.
 
-        A warm process from :attr:`pool` serves the job when one matches it (the same spawn,
-        started ahead of time); else the CLI is spawned now. Blocks for the life of the CLI.
-        On cancellation the process group is killed (TERM, then KILL after the spawner's
-        grace) and the temporary directories are removed before the cancellation propagates;
-        no terminal event is sent then.
+        With kept sessions (:attr:`sessions`) and an ``owner``, a turn that continues an
+        answer of this CLI resumes its session with only the new turns (a failed resume is
+        replayed once as a new session, before any content); a clean answer's session is
+        kept for the next turn (:mod:`._sessions`). Otherwise, a warm process from
+        :attr:`pool` serves the job when one matches it (the same spawn, started ahead of
+        time); else the CLI is spawned now. Blocks for the life of the CLI. On cancellation
+        the process group is killed (TERM, then KILL after the spawner's grace) and the
+        temporary directories are removed before the cancellation propagates; no terminal
+        event is sent then, and no session is kept.
         """
         terminal: Event | None = self.preflight()
-        if terminal is None and (lease := self._take_warm(request, model)) is not None:
+        turn: Turn | None = None
+        if terminal is None and owner is not None and (kept := self.sessions) is not None:
+            turn = await open_turn(kept[0], request, provider=self.adapter.name, model=model,
+                                   owner=owner)
+            emit = turn.tap(emit, model)
+        if terminal is None and (turn is None or turn.stored is None) \
+                and (lease := self._take_warm(request, model)) is not None:
             async with lease as warm:
                 terminal = await self._answer_warm(request, model, warm, emit)
+                if turn is not None and isinstance(terminal, Stop):
+                    await self._keep(turn, warm.workdir.parent / "home")
         if terminal is None:
             # The job's directories are made and removed synchronously: a few small local
             # file operations, and a cleanup with no checkpoint cannot be interrupted. They
             # live in the proxy's run directory, which the next start reaps after a crash.
             base = job_dir()
             try:
-                terminal = await self._spawn_and_read(request, model, base, emit)
+                terminal = await self._spawn_and_read(request, model, base, emit, turn)
+                if turn is not None and turn.stored is not None and _replayable(terminal) \
+                        and not turn.content:
+                    turn.stored, turn.evicted = None, "resume_failed"
+                    shutil.rmtree(base, ignore_errors=True)
+                    base = job_dir()
+                    terminal = await self._spawn_and_read(request, model, base, emit, turn)
+                if turn is not None and isinstance(terminal, Stop):
+                    await self._keep(turn, base / "home")
             finally:
                 shutil.rmtree(base, ignore_errors=True)
         await emit(terminal)
 
+    async def _keep(self, turn: Turn, home: Path) -> None:
+        kept = self.sessions
+        assert kept is not None
+        if not await keep_turn(kept[0], kept[1], turn, home):
+            log.debug("no session kept after this turn", extra={"provider": self.adapter.name})
+
     def _prepare(self, request: ChatRequest, model: str, base: Path, *,
                  argv: Sequence[str] | None = None, extra_env: Mapping[str, str] | None = None,
-                 link_credentials: bool = True) -> tuple[SpawnSpec, Invocation, Path]:
+                 link_credentials: bool = True, turn: Turn | None = None,
+                 ) -> tuple[SpawnSpec, Invocation, Path]:
         """Build the spawn for ``request`` in job directory ``base`` and make its directories
         (a few small local writes). Raises :class:`CapabilityMissing`. A long-lived server
         (``olp/providers/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
-        the credential files unlinked."""
+        the credential files unlinked. With kept sessions the CLI keeps its session; a
+        ``turn`` that resumes one gets its files in the home and only its new turns."""
         workdir, home = base / "work", base / "home"
         seen = self.seen_job_dir(base)  # the CLI's argv, environment and files name these
+        stored = turn.stored if turn is not None else None
         invocation = self.adapter.invocation(
-            request, binary=self.config.binary, model=model, workdir=seen / "work",
+            turn.resumed_request() if stored is not None and turn is not None else request,
+            binary=self.config.binary, model=model, workdir=seen / "work",
             extra_args=self.config.extra_args)
         base_env = self.environment(seen / "home")
         links = (self.adapter.home_links(base_env, self.config.real_home)
@@ -132,6 +172,12 @@ class CliRunner:
         env = {**base_env, **invocation.env, **(extra_env or {})}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
         argv = invocation.argv if argv is None else argv
+        if (kept := self.sessions) is not None:
+            kit = kept[1]
+            argv = kit.fresh_argv(argv) if stored is None else \
+                kit.resume_argv(argv, stored.session_id)
+            for rel, data in (stored.files.items() if stored is not None else ()):
+                _write_private(_inside(home, rel), data)
         if self.config.sandbox is not None:
             argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=seen / "work",
                                             writable=links.values(), inside=seen)
@@ -145,9 +191,9 @@ class CliRunner:
         return JOB_DIR_INSIDE if self.config.sandbox is not None else base
 
     async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
-                              emit: Emit) -> Error | Event:
+                              emit: Emit, turn: Turn | None = None) -> Error | Event:
         try:
-            spec, _, workdir = self._prepare(request, model, base)
+            spec, _, workdir = self._prepare(request, model, base, turn=turn)
         except CapabilityMissing as exc:
             return failure(Code.CAPABILITY, str(exc), status=400)
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
@@ -263,6 +309,12 @@ class CliRunner:
                 clock.activity()  # once content has flowed, every line restarts idle
                 continue
             return clock.timeout_error(deadline)
+
+
+def _replayable(terminal: Event) -> bool:
+    """Whether a resumed spawn's failure may be its session's (replayed once afresh): not a
+    limit, an outage or a login problem, which a replay would only meet again."""
+    return isinstance(terminal, Error) and terminal.category in ("unknown", "client_error")
 
 
 @dataclass(frozen=True, slots=True)

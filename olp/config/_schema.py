@@ -71,6 +71,10 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     consent: bool = False  # the owner accepts a tier-B provider's risk (see olp.providers.kit)
     warm: Annotated[int, msgspec.Meta(ge=0, le=16)] | None = None  # None: the kit's default
     warm_ttl_s: Positive = 600.0
+    # keep the CLI's own session between a conversation's turns and resume it (issue #25);
+    # None: the kit's default (on where measured to work)
+    sessions: bool | None = None
+    session_ttl_s: Positive = 3600.0  # a kept session unused this long is dropped
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "

@@ -44,6 +44,8 @@ class ProviderSettings:
     sandbox_read_only: tuple[str, ...] = ()
     warm: int = 0  # warm processes kept idle (0: none)
     warm_ttl_s: float = 600.0
+    sessions: bool = False  # the CLI's own session kept between turns (issue #25)
+    session_ttl_s: float = 3600.0
 
     @property
     def spec(self) -> kit.ProviderSpec | None:
@@ -127,6 +129,8 @@ class Settings:
             sandbox_read_only=block.sandbox_read_only,
             warm=block.warm if block.warm is not None else (spec.warm or 0),
             warm_ttl_s=block.warm_ttl_s,
+            sessions=block.sessions if block.sessions is not None else spec.sessions,
+            session_ttl_s=block.session_ttl_s,
         )
 
 

@@ -63,6 +63,7 @@ class Answer:
         self.started_at = attempt.started_at
         self.usage: Usage | None = None
         self.model = self.hop.model
+        self.session: str | None = None  # what the hop did with a kept CLI session
         self.ignored_params = ignored_params(self.hop, walk.request)
         self._ledger = walk.engine.ledger if attempt.spawned else None  # a hit used nothing
         self._source = attempt.source
@@ -78,6 +79,7 @@ class Answer:
             self._engine.note_quota(self.hop.provider, event)
         elif isinstance(event, Start):
             self.model = event.model
+            self.session = event.session or self.session
         elif isinstance(event, Usage):
             self.usage = event
             if self._ledger is not None:
@@ -130,6 +132,12 @@ class Completion:
     def model(self) -> str:
         starts = [e.model for e in self.events if isinstance(e, Start)]
         return starts[-1] if starts else self.hop.model
+
+    @property
+    def session(self) -> str | None:
+        """What the hop did with a kept CLI session (``X-OLP-Session``), if it keeps them."""
+        states = [e.session for e in self.events if isinstance(e, Start) and e.session]
+        return states[-1] if states else None
 
 
 class Engine:

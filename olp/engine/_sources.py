@@ -50,7 +50,7 @@ class Sources:
                    context: RequestContext) -> tuple[EventSource, CacheStatus]:
         """The hop's event source and what the cache did. Only a ``miss`` or ``bypass``
         starts a job (and takes a provider slot); a ``hit`` replays, ``attached`` joins."""
-        start = partial(actor.submit, request, hop.model)
+        start = partial(actor.submit, request, hop.model, owner=context.namespace)
         if (self.cache is None or self.flights is None or context.namespace is None
                 or context.cache_mode == "no-store"
                 or self.bypass(hop.provider, request)):

@@ -28,7 +28,7 @@ from olp.accounting import (
     usage_report,
 )
 from olp.actors import ProviderActor
-from olp.store import Database
+from olp.store import AsyncSessionStore, Database, SessionStore
 
 from . import _dashboard, _views
 from ._auth import METRICS_SCRAPER, owner_only
@@ -66,13 +66,16 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
 
     @app.delete("/cache")
     async def cache_clear() -> Response:
-        """Every entry, or one key's (``?key=<key id>``)."""
+        """Every entry, or one key's (``?key=<key id>``), and the CLI sessions kept for
+        those conversations (ADR 0023)."""
         key = request.args.get("key")
         g.trace.action = describe_action("clear_cache", key)  # refused ones too
         owner_only()
+        sessions = await _clear_sessions(services, key)
         if services.cache is None:
-            return json_response({"deleted": 0})
-        return json_response({"deleted": await services.cache.clear(key)})
+            return json_response({"deleted": 0, "sessions_deleted": sessions})
+        return json_response({"deleted": await services.cache.clear(key),
+                              "sessions_deleted": sessions})
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
@@ -165,6 +168,13 @@ async def _dashboard_state(services: Services) -> dict[str, Any]:
     return state
 
 
+async def _clear_sessions(services: Services, key: str | None) -> int:
+    """Forget the CLI sessions kept for ``key``'s conversations (every key's: ``None``)."""
+    if services.db is None:
+        return 0
+    return await AsyncSessionStore(SessionStore(services.db)).clear(key)
+
+
 async def _dashboard_action(services: Services, name: str,
                             body: dict[str, Any]) -> dict[str, Any]:
     """One of the dashboard's buttons (the caller checked the session and CSRF). Its audit
@@ -177,7 +187,9 @@ async def _dashboard_action(services: Services, name: str,
         return {"message": f"Reset {cleared} cooldown(s) and circuit(s)."}
     if name == "clear_cache" and key:
         deleted = await services.cache.clear(key) if services.cache is not None else 0
-        return {"message": f"Deleted {deleted} cached answer(s) of key {key}."}
+        sessions = await _clear_sessions(services, key)
+        return {"message": f"Deleted {deleted} cached answer(s) and {sessions} kept "
+                           f"session(s) of key {key}."}
     if name == "revoke_key" and key and hasattr(services.keys, "revoke"):
         if await services.keys.revoke(key):
             return {"message": f"Revoked the key {key}."}

@@ -147,12 +147,16 @@ def _elapsed_ms(t0: float) -> str:
 
 
 def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
-             ignored: tuple[str, ...], policy: HeaderPolicy, cache: str) -> dict[str, str]:
+             ignored: tuple[str, ...], policy: HeaderPolicy, cache: str,
+             session: str | None = None) -> dict[str, str]:
+    """OLP's headers of an answer; ``X-OLP-Session`` only for one this request's own spawn
+    gave (an answer from the cache, or shared with an identical request, resumed nothing)."""
     return olp_headers(
         requested_model=chat.model, provider_used=hop.provider, model_used=hop.model,
         served_by=hop.name, fallback_hops=index, cache=cache,
         credential="metered" if hop.provider in policy.metered else "subscription",
         latency_ms=_elapsed_ms(g.t0), ignored_params=ignored or None,
+        session=session if cache in ("miss", "bypass") else None,
         fallback_detail=_detail(records, policy))
 
 
@@ -228,7 +232,8 @@ def _answer_response(chat: ChatRequest, answer: Answer, policy: HeaderPolicy,
                      heartbeat_s: float | None, dialect: Dialect,
                      on_end: StreamEnd) -> Response:
     headers = {**SSE_HEADERS, **_headers(chat, answer.hop, answer.index, answer.records,
-                                         answer.ignored_params, policy, answer.cache)}
+                                         answer.ignored_params, policy, answer.cache,
+                                         answer.session)}
     return _sse_response(ChatStream(chat, answer, _stream_logger(chat, on_end),
                                     heartbeat_s=heartbeat_s, public_errors=_public(),
                                     dialect=dialect), headers)
@@ -256,7 +261,7 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
              dialect: Dialect = OPENAI) -> Response:
     body = dialect.complete(done.events, done.model)
     headers = _headers(chat, done.hop, done.index, done.records, done.ignored_params, policy,
-                       done.cache)
+                       done.cache, done.session)
     headers.update(olp_headers(truncated="true" if done.truncated else None))
     log_request(chat, done.hop.provider, done.model, 200, "truncated" if done.truncated
                 else "ok")

@@ -35,9 +35,13 @@ class _Event(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=Tr
 
 
 class Start(_Event, frozen=True, tag="start"):
-    """The upstream said which model is answering (a dated snapshot name, say). Not content."""
+    """The upstream said which model is answering (a dated snapshot name, say). Not content.
+
+    ``session``: what a CLI hop did with the conversation's own CLI session, when it keeps
+    sessions (``resumed``, ``new``, ``evicted:<why>``; ``X-OLP-Session``, issue #25)."""
 
     model: str
+    session: str | None = None
 
 
 class TextDelta(_Event, frozen=True, tag="text_delta"):

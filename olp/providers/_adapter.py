@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Protocol
 
 from olp.actors._adapter import Credentials, Invocation, LineParser
+from olp.actors._sessions import SessionKit
 from olp.ir import ChatRequest, Error
 
 __all__ = ["BuildInvocation", "ProviderAdapter"]
@@ -24,7 +25,8 @@ class BuildInvocation(Protocol):
 class ProviderAdapter:
     """A CLI provider as the actor sees it: ``name`` (the provider's), how a request is
     spawned (``build_invocation``), a fresh parser for a spawn's working directory
-    (``parser_for``), and where its login is (``credentials``, its ``_credentials`` module).
+    (``parser_for``), where its login is (``credentials``, its ``_credentials`` module) and,
+    for a CLI that can continue its own sessions, how (``sessions``).
 
     Not frozen: :class:`~olp.actors.CliAdapter` declares ``name`` a plain attribute. Holds no
     state; one instance serves every job.
@@ -34,6 +36,7 @@ class ProviderAdapter:
     build_invocation: BuildInvocation
     parser_for: Callable[[Path], LineParser]
     credentials: Credentials
+    sessions: SessionKit | None = None  # how it keeps its own sessions, if it can (#25)
 
     def invocation(self, request: ChatRequest, *, binary: str, model: str,
                    workdir: Path, extra_args: Sequence[str] = ()) -> Invocation:

@@ -128,6 +128,9 @@ class ProviderSpec:
     default_chains: Mapping[str, str] = field(default_factory=dict)
     warm: int | None = None
     warm_reason: str = ""
+    #: Whether ``providers.<name>.sessions`` is on by default: the CLI's own session is
+    #: kept between turns and resumed (issue #25; only where measured to work).
+    sessions: bool = False
     warm_units: Callable[[], WarmUnits] | None = None
 
     def __post_init__(self) -> None:

@@ -25,6 +25,7 @@ from olp.actors import (
     ProcessSpawner,
     ProviderActor,
     Sandbox,
+    SessionPolicy,
     WarmSettings,
     find_bwrap,
     install_roots,
@@ -34,6 +35,7 @@ from olp.config import ProviderSettings, Settings, resolve_binary
 from olp.providers import kit
 from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.runtime.routing import Provider
+from olp.store import AsyncSessionStore
 
 log = logging.getLogger("olp.runtime.provider_actors")
 
@@ -82,8 +84,11 @@ class Runtime:
             await runner.aclose()
 
 
-def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
-    """An actor per enabled provider that can run here; the others are reported, loudly."""
+def build(settings: Settings, environ: Mapping[str, str], *,
+          session_store: AsyncSessionStore | None = None) -> Runtime:
+    """An actor per enabled provider that can run here; the others are reported, loudly.
+    ``session_store``: where CLI sessions are kept between turns (``None``: nowhere, so
+    ``providers.<name>.sessions`` has no effect, as in the commands that only inspect)."""
     runtime = Runtime({}, {}, {})
     spawner = ProcessSpawner(kill_grace=settings.config.server.kill_grace_s)
     for name in settings.provider_names():
@@ -106,7 +111,8 @@ def build(settings: Settings, environ: Mapping[str, str]) -> Runtime:
             runner = _http_runner(name, provider, environ, report)
             runtime.http_runners.append(runner)
         else:
-            runner = _cli_runner(name, provider, spec, settings, environ, spawner, report)
+            runner = _cli_runner(name, provider, spec, settings, environ, spawner, report,
+                                 session_store)
             if runner is not None and runner.config.sandbox is not None:
                 runtime.sandboxes[name] = runner.config.sandbox
         if runner is None:
@@ -155,7 +161,8 @@ def metered_source(settings: Settings, provider: ProviderSettings,
 
 def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
                 settings: Settings, environ: Mapping[str, str], spawner: ProcessSpawner,
-                report: Report) -> CliRunner | None:
+                report: Report, session_store: AsyncSessionStore | None = None,
+                ) -> CliRunner | None:
     if spec is None or spec.kind != "cli" or spec.adapter is None:
         report.problems.append(f"{provider.kind} provider `{name}` is not supported yet")
         report.fixes.append(f"disable it: \"providers\": {{\"enabled\": {{\"{name}\": false}}}}")
@@ -190,7 +197,9 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
     runner = CliRunner(spec.adapter(), spawner, CliConfig(
         binary=binary, env=provider.env, extra_args=provider.extra_args,
         home_files=provider.home_files, timeouts=provider.timeouts,
-        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox),
+        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox,
+        sessions=SessionPolicy(session_store, provider.session_ttl_s)
+        if provider.sessions and session_store is not None else None),
         warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
         units=spec.warm_units() if spec.warm_units is not None else None)
     missing = runner.preflight()

@@ -33,6 +33,7 @@ from olp.http import HeaderPolicy, Services
 from olp.providers.openai_compat import OpenAICompatRunner
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, model_listing
+from olp.store import AsyncSessionStore, SessionStore
 
 log = logging.getLogger("olp.reload")
 
@@ -154,7 +155,10 @@ class Reloader:
                 return False
             assert self.nursery is not None, "reload before the server started"
             old = running.runtime
-            runtime = await trio.to_thread.run_sync(provider_actors.build, settings, self.environ)
+            sessions = AsyncSessionStore(SessionStore(self.services.db)) \
+                if self.services.db is not None else None
+            runtime = await trio.to_thread.run_sync(partial(
+                provider_actors.build, settings, self.environ, session_store=sessions))
             kept, started = await self._keep_unchanged(old, runtime, settings)
             for name in started:
                 await self.nursery.start(runtime.actors[name].run)

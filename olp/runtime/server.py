@@ -50,8 +50,10 @@ from olp.store import (
     HEALTH_STATE,
     LEDGER_STATE,
     AsyncKeyStore,
+    AsyncSessionStore,
     Database,
     KeyStore,
+    SessionStore,
     StateStore,
 )
 
@@ -185,7 +187,8 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
         if new_owner_token is not None:
             hand_over_owner_key(new_owner_token, settings.home)
         registry = await trio.to_thread.run_sync(load_registry)
-        runtime = provider_actors.build(settings, environ)
+        sessions = AsyncSessionStore(SessionStore(db))
+        runtime = provider_actors.build(settings, environ, session_store=sessions)
         actors = runtime.actors
         await probe_versions(runtime)  # `--version` of each CLI, concurrently
         router = build_router(settings, registry, runtime.providers)

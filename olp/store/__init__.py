@@ -1,5 +1,5 @@
 """State in one embedded SQLite database under ``OLP_HOME``: keys and their policies, the
-cache, saved engine state, the usage ledger and the audit trail.
+cache, saved engine state, the usage ledger, the audit trail and the CLIs' sessions.
 
 Sync APIs block on disk I/O (for the CLI); the async ones run in worker threads (for Trio).
 """
@@ -24,6 +24,9 @@ from ._keys import AsyncKeyStore as AsyncKeyStore
 from ._keys import KeyService as KeyService
 from ._keys import KeyStore as KeyStore
 from ._keys import import_keys as import_keys
+from ._sessions import AsyncSessionStore as AsyncSessionStore
+from ._sessions import SessionStore as SessionStore
+from ._sessions import StoredSession as StoredSession
 from ._state import HEALTH_STATE as HEALTH_STATE
 from ._state import LEDGER_STATE as LEDGER_STATE
 from ._state import StateStore as StateStore

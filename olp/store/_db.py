@@ -144,6 +144,22 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     ALTER TABLE usage ADD COLUMN cached_tokens INTEGER NOT NULL DEFAULT 0;
     """,
+    # 10: CLI sessions kept between turns (olp/store/_sessions.py, ADR 0023): the files a
+    # CLI wrote for a conversation, by the digest a request continuing it will hold.
+    """
+    CREATE TABLE cli_sessions (
+        digest     TEXT PRIMARY KEY,  -- olp/ir/_conversation.py: the answer's continuation
+        key        TEXT NOT NULL,     -- the API key's id: nobody else's request resumes it
+        provider   TEXT NOT NULL,
+        session_id TEXT NOT NULL,     -- the CLI's own id (claude's session, codex's thread)
+        files      BLOB NOT NULL,     -- msgspec: {path under the CLI's home: bytes}
+        bytes      INTEGER NOT NULL,
+        created_at REAL NOT NULL,     -- wall clock
+        used_at    REAL NOT NULL
+    );
+    CREATE INDEX cli_sessions_used ON cli_sessions (used_at);
+    CREATE INDEX cli_sessions_key ON cli_sessions (key);
+    """,
 )
 
 

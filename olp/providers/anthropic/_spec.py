@@ -11,6 +11,7 @@ from olp.providers.kit import ProviderAdapter, ProviderSpec
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import AnthropicParser
+from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
     name="anthropic",
@@ -34,9 +35,12 @@ SPEC = ProviderSpec(
     # measured: first content ~390 ms cold, ~134 ms from a claude waiting on stream-json
     # stdin; ~150 MB resident while it waits (ADR 0019)
     warm=1,
+    # measured with the pinned claude (tests/fixtures/cli-reference/claude/sessions): a copied
+    # session resumes from another home and sends the earlier turns as real messages
+    sessions=True,
 )
 
 #: claude in ``--output-format stream-json --include-partial-messages`` mode.
 ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
     name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: AnthropicParser(),
-    credentials=_credentials)
+    credentials=_credentials, sessions=SESSIONS)

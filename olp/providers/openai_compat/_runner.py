@@ -89,7 +89,8 @@ class OpenAICompatRunner:
         if self._owns_client:
             await self.client.aclose()
 
-    async def run(self, request: ChatRequest, model: str, emit: Emit) -> None:
+    async def run(self, request: ChatRequest, model: str, emit: Emit, *,
+                  owner: str | None = None) -> None:
         """Run one job, emitting IR events and always, last, exactly one terminal event.
 
         On cancellation the response in flight is closed before the cancellation

@@ -1,0 +1,156 @@
+"""Keeping a CLI's own session between the turns of a conversation (issue #25, ADR 0023).
+
+A turn of a conversation whose earlier answer this provider gave, to this key, resumes the
+CLI's session (:class:`SessionKit` says how, per CLI) and sends only the new turns; any other
+turn starts a new session from the whole history, as before. After a clean answer the
+session the CLI wrote is kept (:class:`olp.store.SessionStore`) under the digest its next turn
+will hold (:mod:`olp.ir._conversation`). What is resumed is taken out of the store first, so
+a failed, cancelled or killed turn leaves nothing behind, and a concurrent turn of the same
+conversation starts afresh.
+
+Only turns a CLI can continue are resumed: new turns that are user messages, and answers
+without tool calls (a tool result on resume is not built yet: such a turn starts afresh).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import msgspec
+import trio
+
+from olp.ir import ChatRequest, Event, Message, Start, TextDelta, TextPart, ToolCallDelta
+from olp.ir._conversation import continuation, resume_points
+from olp.store import AsyncSessionStore, StoredSession
+
+Emit = Callable[[Event], Awaitable[None]]
+
+
+class SessionKit(Protocol):
+    """How one CLI keeps and resumes its own sessions (an adapter's ``sessions``)."""
+
+    def fresh_argv(self, argv: Sequence[str]) -> list[str]:
+        """``argv`` of a spawn whose session is to be kept (persistence on)."""
+        ...
+
+    def resume_argv(self, argv: Sequence[str], session_id: str) -> list[str]:
+        """``argv`` of a spawn that continues ``session_id`` (in a session of its own)."""
+        ...
+
+    def written(self, home: Path, *, resumed: str | None) -> tuple[str, dict[str, bytes]] | None:
+        """The session this spawn wrote in ``home``: its id and files by path under the
+        home; ``None`` when there is none (``resumed``: the id it continued, not its own).
+        Blocks on a few small file reads."""
+        ...
+
+    def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
+        """Whether ``files`` hold a whole session that ends with ``answer`` (the CLI reads
+        a damaged one without complaint: OLP checks)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SessionPolicy:
+    """A provider's kept sessions (``providers.<name>.sessions``, ``session_ttl_s``)."""
+
+    store: AsyncSessionStore
+    ttl_s: float = 3600.0
+    clock: Callable[[], float] = time.time
+
+
+@dataclass(slots=True)
+class Turn:
+    """One job's part in a conversation: the session it resumes (``stored``, with the
+    ``new_turns`` to send), and what it answered, watched through :meth:`tap`."""
+
+    request: ChatRequest
+    scope: str
+    owner: str
+    provider: str
+    stored: StoredSession | None = None
+    new_turns: tuple[Message, ...] = ()
+    evicted: str | None = None
+    text: list[str] = field(default_factory=list)
+    called_tools: bool = False
+    content: bool = False
+
+    @property
+    def state(self) -> str:
+        """``X-OLP-Session``: ``resumed``, ``new`` or ``evicted:<why>``."""
+        if self.stored is not None:
+            return "resumed"
+        return f"evicted:{self.evicted}" if self.evicted else "new"
+
+    def resumed_request(self) -> ChatRequest:
+        """The request a resumed spawn gets: the system text and only the new turns."""
+        system = tuple(m for m in self.request.messages if m.role in ("system", "developer"))
+        return _replace_messages(self.request, system + self.new_turns)
+
+    def tap(self, emit: Emit, model: str) -> Emit:
+        """``emit`` that says this turn's session state first (and again if it changes: a
+        failed resume replayed) and watches the answer."""
+        said: str | None = None
+
+        async def tapped(event: Event) -> None:
+            nonlocal said
+            if said != self.state:
+                said = self.state
+                await emit(Start(model=model, session=said))
+            if isinstance(event, TextDelta):
+                self.text.append(event.text)
+                self.content = True
+            elif isinstance(event, ToolCallDelta):
+                self.called_tools = self.content = True
+            await emit(event)
+
+        return tapped
+
+    def answer(self) -> Message:
+        return Message(role="assistant", content=(TextPart(text="".join(self.text)),))
+
+
+async def open_turn(policy: SessionPolicy, request: ChatRequest, *, provider: str, model: str,
+                    owner: str) -> Turn:
+    """This job's :class:`Turn`: the kept session it continues, taken from the store, if
+    there is one it can continue. Waits on the store (a worker thread)."""
+    scope = f"{owner}|{provider}|{model}"
+    turn = Turn(request, scope, owner, provider)
+    newer_than = policy.clock() - policy.ttl_s
+    for point in resume_points(request, scope):
+        if any(m.role != "user" for m in point.new_turns):
+            break  # a tool result cannot be given on resume yet: start afresh
+        stored = await policy.store.take(point.digest, key=owner, provider=provider,
+                                         newer_than=newer_than)
+        if stored is not None:
+            turn.stored, turn.new_turns = stored, point.new_turns
+            break
+    return turn
+
+
+async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Path) -> bool:
+    """After a clean answer: keep the session the CLI wrote in ``home`` for the next turn
+    (not when the answer called tools, or the session is not whole). Waits on the store."""
+    if turn.called_tools:
+        return False
+    answer = turn.answer()
+    resumed = turn.stored.session_id if turn.stored else None
+
+    def read() -> tuple[str, dict[str, bytes]] | None:
+        found = kit.written(home, resumed=resumed)
+        return found if found is not None and kit.complete(found[1], answer.text()) else None
+
+    found = await trio.to_thread.run_sync(read)
+    if found is None:
+        return False
+    now = policy.clock()
+    return await policy.store.put(StoredSession(
+        continuation(turn.request, turn.scope, answer), turn.owner, turn.provider, found[0],
+        found[1], created_at=turn.stored.created_at if turn.stored else now, used_at=now))
+
+
+def _replace_messages(request: ChatRequest, messages: tuple[Message, ...]) -> ChatRequest:
+    return msgspec.structs.replace(request, messages=messages)

@@ -1,0 +1,47 @@
+"""claude's kept sessions (issue #25), on the session files the pinned claude wrote
+(``tests/fixtures/cli-reference/claude/sessions``): which file is the new one, and whether
+it is whole and ends with the answer OLP gave (claude itself skips a damaged line
+silently)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from olp.providers.anthropic._sessions import SESSIONS, complete
+
+CAPTURED = (Path(__file__).parents[2] / "fixtures" / "cli-reference" / "claude" / "sessions"
+            / "resume_fixed_path" / "session-after-last-turn.jsonl")
+ANSWER = "Hello from the mock upstream."
+
+
+def test_a_whole_session_ending_with_the_answer_is_complete() -> None:
+    data = CAPTURED.read_bytes()
+    assert complete(data, ANSWER) and complete(data, f"  {ANSWER}\n")
+    assert not complete(data, "Another answer.")
+
+
+def test_a_cut_or_damaged_session_is_not() -> None:
+    data = CAPTURED.read_bytes()
+    lines = data.splitlines(keepends=True)
+    last_assistant = max(i for i, line in enumerate(lines) if b'"type":"assistant"' in line)
+    assert not complete(data[:-1], ANSWER)  # the last line not ended
+    assert not complete(b"".join(lines[:last_assistant]), ANSWER)  # the answer missing
+    assert not complete(b"".join([*lines[:3], b"{garbage\n", *lines[3:]]), ANSWER)
+    assert not complete(b"", ANSWER)
+
+
+def test_the_new_session_is_the_one_not_resumed(tmp_path: Path) -> None:
+    project = tmp_path / ".claude" / "projects" / "-olp-job-work"
+    project.mkdir(parents=True)
+    (project / "old.jsonl").write_bytes(b"{}\n")
+    only = SESSIONS.written(tmp_path, resumed=None)
+    assert only is not None and only[0] == "old"
+    (project / "new.jsonl").write_bytes(CAPTURED.read_bytes())
+    found = SESSIONS.written(tmp_path, resumed="old")
+    assert found is not None and found[0] == "new"
+    assert found[1] == {".claude/projects/-olp-job-work/new.jsonl": CAPTURED.read_bytes()}
+    assert SESSIONS.written(tmp_path, resumed=None) is None  # two candidates: not sure which
+    argv = ["claude", "-p", "--no-session-persistence", "--model", "m"]
+    assert SESSIONS.fresh_argv(argv) == ["claude", "-p", "--model", "m"]
+    assert SESSIONS.resume_argv(argv, "old") == ["claude", "-p", "--model", "m", "--resume",
+                                                  "old", "--fork-session"]
