@@ -63,6 +63,7 @@ bench:
     {{py}} -m bench.bridge_startup --write docs/benchmarks.md
     {{py}} -m bench.warm_clis --write docs/benchmarks.md
     {{py}} -m bench.warm_handout --write docs/benchmarks.md
+    {{py}} -m bench.conversation_cost --write docs/benchmarks.md
 
 # Fault soak (--requests N, default 10,000; --concurrency C, default 16); exit 1 on a leak or a truncated answer
 soak *args:

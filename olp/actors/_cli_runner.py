@@ -118,6 +118,8 @@ class CliRunner:
         if terminal is None and owner is not None and (kept := self.sessions) is not None:
             turn = await open_turn(kept[0], request, provider=self.adapter.name, model=model,
                                    owner=owner)
+            if turn.stored is not None:
+                turn.usage_before = kept[1].usage_before(turn.stored.files)
             emit = turn.tap(emit, model)
         if terminal is None and (turn is None or turn.stored is None) \
                 and (lease := self._take_warm(request, model)) is not None:
@@ -162,8 +164,10 @@ class CliRunner:
         workdir, home = base / "work", base / "home"
         seen = self.seen_job_dir(base)  # the CLI's argv, environment and files name these
         stored = turn.stored if turn is not None else None
+        kit = self.sessions[1] if self.sessions is not None else None
         invocation = self.adapter.invocation(
-            turn.resumed_request() if stored is not None and turn is not None else request,
+            turn.resumed_request(with_system=not (kit and kit.system_in_prompt))
+            if stored is not None and turn is not None else request,
             binary=self.config.binary, model=model, workdir=seen / "work",
             extra_args=self.config.extra_args)
         base_env = self.environment(seen / "home")
@@ -172,8 +176,7 @@ class CliRunner:
         env = {**base_env, **invocation.env, **(extra_env or {})}
         _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
         argv = invocation.argv if argv is None else argv
-        if (kept := self.sessions) is not None:
-            kit = kept[1]
+        if kit is not None:
             argv = kit.fresh_argv(argv) if stored is None else \
                 kit.resume_argv(argv, stored.session_id)
             for rel, data in (stored.files.items() if stored is not None else ()):

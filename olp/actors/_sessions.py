@@ -23,7 +23,16 @@ from typing import Protocol
 import msgspec
 import trio
 
-from olp.ir import ChatRequest, Event, Message, Start, TextDelta, TextPart, ToolCallDelta
+from olp.ir import (
+    ChatRequest,
+    Event,
+    Message,
+    Start,
+    TextDelta,
+    TextPart,
+    ToolCallDelta,
+    Usage,
+)
 from olp.ir._conversation import continuation, resume_points
 from olp.store import AsyncSessionStore, StoredSession
 
@@ -31,7 +40,11 @@ Emit = Callable[[Event], Awaitable[None]]
 
 
 class SessionKit(Protocol):
-    """How one CLI keeps and resumes its own sessions (an adapter's ``sessions``)."""
+    """How one CLI keeps and resumes its own sessions (an adapter's ``sessions``).
+    ``system_in_prompt``: the CLI reads the system text in its prompt (not from a file or a
+    flag), so a resumed turn's prompt leaves it out: the session already holds it."""
+
+    system_in_prompt: bool
 
     def fresh_argv(self, argv: Sequence[str]) -> list[str]:
         """``argv`` of a spawn whose session is to be kept (persistence on)."""
@@ -50,6 +63,11 @@ class SessionKit(Protocol):
     def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
         """Whether ``files`` hold a whole session that ends with ``answer`` (the CLI reads
         a damaged one without complaint: OLP checks)."""
+        ...
+
+    def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
+        """For a CLI that reports a resumed session's running total as a turn's usage: the
+        total in ``files`` so far (subtracted from what it reports); else ``None``."""
         ...
 
 
@@ -74,6 +92,7 @@ class Turn:
     stored: StoredSession | None = None
     new_turns: tuple[Message, ...] = ()
     evicted: str | None = None
+    usage_before: Usage | None = None  # a running total to subtract (SessionKit.usage_before)
     text: list[str] = field(default_factory=list)
     called_tools: bool = False
     content: bool = False
@@ -85,10 +104,11 @@ class Turn:
             return "resumed"
         return f"evicted:{self.evicted}" if self.evicted else "new"
 
-    def resumed_request(self) -> ChatRequest:
-        """The request a resumed spawn gets: the system text and only the new turns."""
+    def resumed_request(self, *, with_system: bool = True) -> ChatRequest:
+        """The request a resumed spawn gets: only the new turns, after the system text
+        unless the CLI has it in its session already (``with_system`` false)."""
         system = tuple(m for m in self.request.messages if m.role in ("system", "developer"))
-        return _replace_messages(self.request, system + self.new_turns)
+        return _replace_messages(self.request, (system if with_system else ()) + self.new_turns)
 
     def tap(self, emit: Emit, model: str) -> Emit:
         """``emit`` that says this turn's session state first (and again if it changes: a
@@ -100,6 +120,9 @@ class Turn:
             if said != self.state:
                 said = self.state
                 await emit(Start(model=model, session=said))
+            if isinstance(event, Usage) and self.stored is not None \
+                    and self.usage_before is not None:
+                event = _less(event, self.usage_before)
             if isinstance(event, TextDelta):
                 self.text.append(event.text)
                 self.content = True
@@ -150,6 +173,14 @@ async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Pa
     return await policy.store.put(StoredSession(
         continuation(turn.request, turn.scope, answer), turn.owner, turn.provider, found[0],
         found[1], created_at=turn.stored.created_at if turn.stored else now, used_at=now))
+
+
+def _less(total: Usage, before: Usage) -> Usage:
+    """A turn's own usage from its session's running total and the total before it."""
+    return Usage(prompt_tokens=max(0, total.prompt_tokens - before.prompt_tokens),
+                 completion_tokens=max(0, total.completion_tokens - before.completion_tokens),
+                 cached_tokens=max(0, total.cached_tokens - before.cached_tokens),
+                 cache_write_tokens=max(0, total.cache_write_tokens - before.cache_write_tokens))
 
 
 def _replace_messages(request: ChatRequest, messages: tuple[Message, ...]) -> ChatRequest:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from olp.actors._sessions import SessionKit
+from olp.ir import Usage
 
 #: Where claude keeps its sessions under its home (``CLAUDE_CONFIG_DIR`` is not set).
 PROJECTS: Final = Path(".claude") / "projects"
@@ -26,6 +27,10 @@ NO_PERSISTENCE: Final = "--no-session-persistence"
 
 class ClaudeSessions:
     """:class:`~olp.actors._sessions.SessionKit` for claude."""
+
+    #: The system text is a file claude reads at every start (and its session keeps the
+    #: first one: a changed text is another conversation's scope).
+    system_in_prompt = False
 
     def fresh_argv(self, argv: Sequence[str]) -> list[str]:
         return [a for a in argv if a != NO_PERSISTENCE]
@@ -44,6 +49,9 @@ class ClaudeSessions:
 
     def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
         return len(files) == 1 and complete(next(iter(files.values())), answer)
+
+    def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
+        return None  # claude's result line reports the run's own usage
 
 
 def complete(data: bytes, answer: str) -> bool:

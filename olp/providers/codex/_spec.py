@@ -10,6 +10,7 @@ from olp.providers.kit import ProviderAdapter, ProviderSpec
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import CodexParser
+from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
     name="openai",
@@ -30,9 +31,12 @@ SPEC = ProviderSpec(
     # measured: ~530 ms cold, ~356 ms when started ahead (codex exec waits for stdin's EOF;
     # ADR 0019)
     warm=1,
+    # measured with the pinned codex (tests/fixtures/cli-reference/codex/sessions): a copied
+    # rollout resumes from another home, one prompt_cache_key per thread
+    sessions=True,
 )
 
 #: codex in ``exec --json`` mode: whole messages, usage from ``turn.completed``.
 ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
     name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: CodexParser(),
-    credentials=_credentials)
+    credentials=_credentials, sessions=SESSIONS)

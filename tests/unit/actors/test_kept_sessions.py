@@ -23,6 +23,7 @@ from olp.ir import (
     TextDelta,
     TextPart,
     ToolCallDelta,
+    Usage,
 )
 from olp.store import AsyncSessionStore, Database, SessionStore
 
@@ -31,6 +32,8 @@ ANSWER = "Hello there."
 
 class FakeKit:
     """Sessions of a fake CLI: each spawn "writes" one, numbered."""
+
+    system_in_prompt = False
 
     def __init__(self) -> None:
         self.written_n = 0
@@ -48,6 +51,9 @@ class FakeKit:
 
     def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
         return self.whole and answer == ANSWER
+
+    def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
+        return None
 
 
 class SessionAdapter(JsonLinesAdapter):
@@ -179,3 +185,23 @@ async def test_a_session_that_is_not_whole_is_not_kept(db: Database) -> None:
     r.adapter.sessions.whole = False  # type: ignore[attr-defined]
     await run(r, turn("one"))
     assert state(await run(r, turn("one", "two"))) == "new"
+
+
+async def test_two_concurrent_turns_of_one_conversation_never_share_a_session(
+        db: Database) -> None:
+    """The session is taken out while a turn runs: the second turn at the same time finds
+    nothing and starts afresh (a fork, never two CLIs writing one session)."""
+    slow = [Line(0.2, event_line(TextDelta(text=ANSWER))), Exit(0, 0)]
+    r, spawner = runner(db, [answer(), slow, slow])
+    await run(r, turn("one"))
+    states: list[str | None] = []
+
+    async def second() -> None:
+        states.append(state(await run(r, turn("one", "two"))))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(second)
+        nursery.start_soon(second)
+    assert sorted(map(str, states)) == ["new", "resumed"]
+    resumed = [x for x in spawner.runs[1:] if "--resume" in argv(x.spec)]
+    assert len(resumed) == 1 and spawner.alive == 0

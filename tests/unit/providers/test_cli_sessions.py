@@ -1,7 +1,7 @@
-"""claude's kept sessions (issue #25), on the session files the pinned claude wrote
-(``tests/fixtures/cli-reference/claude/sessions``): which file is the new one, and whether
-it is whole and ends with the answer OLP gave (claude itself skips a damaged line
-silently)."""
+"""claude's and codex's kept sessions (issue #25), on the files the pinned CLIs wrote
+(``tests/fixtures/cli-reference/{claude,codex}/sessions``): which file is the new one,
+whether it is whole and ends with the answer OLP gave (each CLI skips a damaged line
+silently), and codex's running usage total."""
 
 from __future__ import annotations
 
@@ -45,3 +45,30 @@ def test_the_new_session_is_the_one_not_resumed(tmp_path: Path) -> None:
     assert SESSIONS.fresh_argv(argv) == ["claude", "-p", "--model", "m"]
     assert SESSIONS.resume_argv(argv, "old") == ["claude", "-p", "--model", "m", "--resume",
                                                   "old", "--fork-session"]
+
+
+CODEX_ROLLOUT = (Path(__file__).parents[2] / "fixtures" / "cli-reference" / "codex" / "sessions"
+                 / "resume_fixed_path" / "rollout-after-last-turn.jsonl")
+
+
+def test_codex_rollouts_are_checked_and_their_running_total_read(tmp_path: Path) -> None:
+    from olp.ir import Usage
+    from olp.providers.codex._sessions import SESSIONS as CODEX
+    from olp.providers.codex._sessions import complete as codex_complete
+
+    data = CODEX_ROLLOUT.read_bytes()
+    assert codex_complete(data, ANSWER) and not codex_complete(data[:-1], ANSWER)
+    assert not codex_complete(data, "Something else.")
+    assert CODEX.usage_before({"r": data}) == Usage(prompt_tokens=100, completion_tokens=28,
+                                                    cached_tokens=80)
+    thread = "01a237b4-00ae-7bb0-9f9f-904a3dd428f0"
+    day = tmp_path / ".codex" / "sessions" / "2026" / "12" / "02"
+    day.mkdir(parents=True)
+    (day / f"rollout-2026-12-02T17-01-13-{thread}.jsonl").write_bytes(data)
+    found = CODEX.written(tmp_path, resumed=thread)
+    assert found is not None and found[0] == thread
+    assert CODEX.written(tmp_path, resumed="another-thread") is None
+    argv = ["codex", "exec", "--json", "--ephemeral", "-m", "gpt-5.5", "-"]
+    assert CODEX.fresh_argv(argv) == ["codex", "exec", "--json", "-m", "gpt-5.5", "-"]
+    assert CODEX.resume_argv(argv, thread) == ["codex", "exec", "--json", "-m", "gpt-5.5",
+                                               "resume", thread, "-"]

@@ -1,0 +1,57 @@
+"""Conversation continuity with the real ``codex`` through ``olp start`` (issue #25): OLP
+resumes codex's own thread (``exec … resume <thread> -``), so every turn of a conversation
+goes upstream under one ``prompt_cache_key`` and each request's input is the previous one's
+plus the previous answer and the new turn; each turn's usage is its own, not the thread's
+running total."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import trio
+from olp_harness import in_thread, real_cli, run_proxy
+from test_proxy_real_codex import config, proxy_env, start
+
+TURN = "Turn {k}. Please read these notes and reply briefly. " + "lorem ipsum dolor " * 50
+
+
+def items(body: dict[str, Any]) -> list[str]:
+    return [json.dumps(item, sort_keys=True) for item in body["input"]]
+
+
+def converse(proxy: Any, turns: int) -> tuple[list[str], list[int]]:
+    client = proxy.client()
+    messages: list[dict[str, str]] = [{"role": "system", "content": "You are terse."}]
+    states, prompts = [], []
+    for k in range(1, turns + 1):
+        messages.append({"role": "user", "content": TURN.format(k=k)})
+        raw = client.chat.completions.with_raw_response.create(model="gpt-5.5",
+                                                               messages=messages)
+        answer = raw.parse()
+        states.append(raw.headers.get("x-olp-session", "-"))
+        prompts.append(answer.usage.prompt_tokens if answer.usage else -1)
+        messages.append({"role": "assistant", "content": answer.choices[0].message.content})
+    return states, prompts
+
+
+async def test_turns_resume_codexs_own_thread(tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    mock = await start(nursery, "success")
+    cfg = config(codex, mock)
+    cfg["providers"]["openai"]["sessions"] = True
+    cfg["cache"] = {"enabled": False}
+    with trio.fail_after(150):
+        async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
+            states, prompts = await in_thread(lambda: converse(proxy, 4))
+    assert states == ["new", "resumed", "resumed", "resumed"]
+    bodies = [r["body"] for r in mock.requests]
+    assert len(bodies) == 4
+    assert len({b["prompt_cache_key"] for b in bodies}) == 1  # one thread, one cache key
+    for k in range(1, 4):  # the previous request's input, its answer, then the new turn
+        before, now = items(bodies[k - 1]), items(bodies[k])
+        assert now[:len(before)] == before
+        assert len(now) == len(before) + 2 and f"Turn {k + 1}." in now[-1]
+        assert "Turn" not in "".join(now[len(before):-1])  # the answer, not a replayed turn
+    assert len(set(prompts)) == 1  # each turn's own usage, not the thread's running total
