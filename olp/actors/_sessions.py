@@ -172,7 +172,8 @@ async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Pa
     now = policy.clock()
     return await policy.store.put(StoredSession(
         continuation(turn.request, turn.scope, answer), turn.owner, turn.provider, found[0],
-        found[1], created_at=turn.stored.created_at if turn.stored else now, used_at=now))
+        found[1], created_at=turn.stored.created_at if turn.stored else now, used_at=now),
+        expire_before=now - policy.ttl_s)
 
 
 def _less(total: Usage, before: Usage) -> Usage:

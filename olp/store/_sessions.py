@@ -8,7 +8,8 @@ the next turn takes them back into its own home and resumes.
 :meth:`SessionStore.take` removes what it returns, in one transaction: a session is in use
 by one turn at a time (a second concurrent turn of the conversation finds nothing and starts
 afresh), and a turn that fails, is cancelled or dies with the proxy leaves nothing behind to
-resume from. Only a turn that ended cleanly puts its new session back (:meth:`put`). So
+resume from. Only a turn that ended cleanly puts its new session back (:meth:`put`, which also drops the
+provider's sessions idle past their TTL). So
 after ``kill -9`` nothing half-written is ever resumed: SQLite's transactions see to the
 rest. Bounded by count, bytes and idle age, the least recently used going first. The sync
 methods block on disk I/O; :class:`AsyncSessionStore` runs them in worker threads.
@@ -64,10 +65,11 @@ class SessionStore:
         self._db = db
         self.bounds = bounds
 
-    def put(self, session: StoredSession) -> bool:
-        """Keep ``session`` (replacing one under the same digest), then drop the least
-        recently used until the bounds hold. ``False`` (nothing kept) when it alone is larger
-        than a session may be."""
+    def put(self, session: StoredSession, *, expire_before: float | None = None) -> bool:
+        """Keep ``session`` (replacing one under the same digest), drop its provider's
+        sessions last used at or before ``expire_before``, then the least recently used
+        until the bounds hold. ``False`` (nothing kept) when it alone is larger than a
+        session may be."""
         size = session.size
         if size > self.bounds.session_bytes:
             return False
@@ -78,6 +80,9 @@ class SessionStore:
                       "files, bytes, created_at, used_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                       (session.digest, session.key, session.provider, session.session_id,
                        blob, size, session.created_at, session.used_at))
+            if expire_before is not None:
+                c.execute("DELETE FROM cli_sessions WHERE provider = ? AND used_at <= ?",
+                          (session.provider, expire_before))
             _enforce(c, self.bounds)
 
         self._db.write(write)
@@ -131,8 +136,9 @@ class AsyncSessionStore:
     def __init__(self, store: SessionStore) -> None:
         self.sync = store
 
-    async def put(self, session: StoredSession) -> bool:
-        return await trio.to_thread.run_sync(self.sync.put, session)
+    async def put(self, session: StoredSession, *, expire_before: float | None = None) -> bool:
+        return await trio.to_thread.run_sync(
+            lambda: self.sync.put(session, expire_before=expire_before))
 
     async def take(self, digest: str, *, key: str, provider: str,
                    newer_than: float) -> StoredSession | None:

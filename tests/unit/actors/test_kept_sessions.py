@@ -16,6 +16,7 @@ from olp.actors._process import SpawnSpec
 from olp.actors.testing import Exit, FakeSpawner, Hang, JsonLinesAdapter, Line, Step, event_line
 from olp.ir import (
     ChatRequest,
+    Error,
     Event,
     Message,
     Start,
@@ -205,3 +206,20 @@ async def test_two_concurrent_turns_of_one_conversation_never_share_a_session(
     assert sorted(map(str, states)) == ["new", "resumed"]
     resumed = [x for x in spawner.runs[1:] if "--resume" in argv(x.spec)]
     assert len(resumed) == 1 and spawner.alive == 0
+
+
+async def test_a_resumed_turn_that_hits_a_limit_falls_through_and_its_session_is_gone(
+        db: Database) -> None:
+    """A limit is not the session's fault: no replay (the next hop answers, with the whole
+    history: a session is never replayed into another provider), and the session taken for
+    the turn is not put back."""
+    from olp.failures import Code, failure
+
+    limited = [Line(0, event_line(failure(Code.RATE_LIMITED, "slow down"))), Exit(0, 1)]
+    r, spawner = runner(db, [answer(), limited, answer()])
+    await run(r, turn("one"))
+    events = await run(r, turn("one", "two"))
+    assert isinstance(events[-1], Error) and events[-1].category == "rate_limited"
+    assert len(spawner.runs) == 2  # not replayed here: the engine moves to its next hop
+    assert SessionStore(db).count() == (0, 0)
+    assert state(await run(r, turn("one", "two"))) == "new"

@@ -81,3 +81,13 @@ async def test_the_async_store_runs_in_threads(tmp_path: Path) -> None:
         assert await store.clear() == 1
     finally:
         db.close()
+
+
+def test_keeping_a_session_drops_its_providers_idle_ones(tmp_path: Path) -> None:
+    with Database(tmp_path / "olp.db") as db:
+        store = SessionStore(db)
+        store.put(session("idle", used=10.0))
+        store.put(session("other-cli", provider="codex", used=10.0))
+        store.put(session("fresh", used=100.0), expire_before=50.0)
+        assert store.count() == (2, 20)  # the codex one has its own TTL
+        assert store.take("idle", key="1", provider="anthropic", newer_than=0) is None
