@@ -8,11 +8,11 @@ the next turn takes them back into its own home and resumes.
 :meth:`SessionStore.take` removes what it returns, in one transaction: a session is in use
 by one turn at a time (a second concurrent turn of the conversation finds nothing and starts
 afresh), and a turn that fails, is cancelled or dies with the proxy leaves nothing behind to
-resume from. Only a turn that ended cleanly puts its new session back (:meth:`put`, which also drops the
-provider's sessions idle past their TTL). So
-after ``kill -9`` nothing half-written is ever resumed: SQLite's transactions see to the
-rest. Bounded by count, bytes and idle age, the least recently used going first. The sync
-methods block on disk I/O; :class:`AsyncSessionStore` runs them in worker threads.
+resume from. Only a turn that ended cleanly puts its new session back (:meth:`put`, which
+also drops the provider's sessions idle past their TTL). So after ``kill -9`` nothing
+half-written is ever resumed: SQLite's transactions see to the rest. Bounded by count,
+bytes and idle age, the least recently used going first. The sync methods block on disk
+I/O; :class:`AsyncSessionStore` runs them in worker threads.
 """
 
 from __future__ import annotations
