@@ -6,13 +6,14 @@ running total."""
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
 
 import trio
 from olp_harness import in_thread, real_cli, run_proxy
-from test_proxy_real_codex import config, proxy_env, start
+from test_proxy_real_codex import PNG, config, proxy_env, start
 
 TURN = "Turn {k}. Please read these notes and reply briefly. " + "lorem ipsum dolor " * 50
 
@@ -55,3 +56,29 @@ async def test_turns_resume_codexs_own_thread(tmp_path: Path, nursery: trio.Nurs
         assert len(now) == len(before) + 2 and f"Turn {k + 1}." in now[-1]
         assert "Turn" not in "".join(now[len(before):-1])  # the answer, not a replayed turn
     assert len(set(prompts)) == 1  # each turn's own usage, not the thread's running total
+
+
+async def test_an_image_in_a_resumed_turn_reaches_codex(tmp_path: Path,
+                                                        nursery: trio.Nursery) -> None:
+    """``--image`` is an option of ``exec resume`` itself: a resumed turn's image arrives."""
+    codex = real_cli("OLP_REAL_CODEX")
+    mock = await start(nursery, "success")
+    cfg = config(codex, mock)
+    cfg["cache"] = {"enabled": False}
+    image = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    with trio.fail_after(120):
+        async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            first = await in_thread(lambda: client.chat.completions.create(
+                model="gpt-5.5", messages=[{"role": "user", "content": "Hi."}]))
+            raw = await in_thread(lambda: client.chat.completions.with_raw_response.create(
+                model="gpt-5.5", messages=[
+                    {"role": "user", "content": "Hi."},
+                    {"role": "assistant", "content": first.choices[0].message.content},
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "What is this?"},
+                        {"type": "image_url", "image_url": {"url": image}}]}]))
+    assert raw.headers["x-olp-session"] == "resumed"
+    last = mock.requests[-1]["body"]["input"][-1]
+    kinds = [c.get("type") for c in last["content"]]
+    assert last["role"] == "user" and "input_image" in kinds, kinds
