@@ -21,6 +21,7 @@ from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
 
 from ._adapter import CapabilityMissing, CliAdapter, Invocation, LineParser
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
+from ._job_files import inside, prepare_dirs, write_private
 from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
@@ -174,13 +175,15 @@ class CliRunner:
         links = (self.adapter.home_links(base_env, self.config.real_home)
                  if link_credentials else {})
         env = {**base_env, **invocation.env, **(extra_env or {})}
-        _prepare_dirs(workdir, home, invocation, self.config.home_files, links)
-        argv = invocation.argv if argv is None else argv
-        if kit is not None:
-            argv = kit.fresh_argv(argv) if stored is None else \
-                kit.resume_argv(argv, stored.session_id)
-            for rel, data in (stored.files.items() if stored is not None else ()):
-                _write_private(_inside(home, rel), data)
+        prepare_dirs(workdir, home, invocation, self.config.home_files, links)
+        if argv is None:  # the CLI's own argv (a long-lived server's is the server's)
+            argv = invocation.argv
+            if kit is not None:
+                argv = kit.fresh_argv(argv) if stored is None else \
+                    kit.resume_argv(argv, stored.session_id)
+        if kit is not None and stored is not None:
+            for rel, data in stored.files.items():
+                write_private(inside(home, rel), data)
         if self.config.sandbox is not None:
             argv = self.config.sandbox.wrap(argv, job_dir=base, workdir=seen / "work",
                                             writable=links.values(), inside=seen)
@@ -381,38 +384,3 @@ def _template_of(request: ChatRequest) -> ChatRequest:
     started from (no conversation text is kept for warming)."""
     return msgspec.structs.replace(request, messages=tuple(
         m for m in request.messages if m.role in ("system", "developer")))
-
-
-def _prepare_dirs(workdir: Path, home: Path, invocation: Invocation,
-                  home_files: Mapping[str, str], links: Mapping[str, Path]) -> None:
-    """Create the job's working directory and private home (a few small local writes)."""
-    workdir.mkdir(mode=0o700)
-    (home / "tmp").mkdir(mode=0o700, parents=True)
-    for name, text in invocation.files.items():
-        _write_private(_inside(workdir, name), text.encode())
-    for name, data in invocation.binary_files.items():
-        _write_private(_inside(workdir, name), data)
-    for rel, text in home_files.items():
-        _write_private(_inside(home, rel), text.encode())
-    for rel, text in invocation.home_files.items():  # after the owner's: the adapter's win
-        _write_private(_inside(home, rel), text.encode())
-    for rel, target in links.items():
-        link = _inside(home, rel)
-        link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            link.symlink_to(target)
-
-
-def _write_private(path: Path, data: bytes) -> None:
-    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-
-
-def _inside(root: Path, rel: str) -> Path:
-    """``root / rel``, refusing absolute paths and ``..`` that would leave ``root``."""
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise ValueError(f"{rel!r} is outside the spawn's home")
-    return path
