@@ -117,8 +117,8 @@ class CliRunner:
         terminal: Event | None = self.preflight()
         turn: Turn | None = None
         if terminal is None and owner is not None and (kept := self.sessions) is not None:
-            turn = await open_turn(kept[0], request, provider=self.adapter.name, model=model,
-                                   owner=owner)
+            turn = await open_turn(kept[0], kept[1], request, provider=self.adapter.name,
+                                   model=model, owner=owner)
             if turn.stored is not None:
                 turn.usage_before = kept[1].usage_before(turn.stored.files)
             emit = turn.tap(emit, model)
@@ -167,8 +167,9 @@ class CliRunner:
         stored = turn.stored if turn is not None else None
         kit = self.sessions[1] if self.sessions is not None else None
         invocation = self.adapter.invocation(
-            turn.resumed_request(with_system=not (kit and kit.system_in_prompt))
-            if stored is not None and turn is not None else request,
+            turn.resumed_request(with_system=not kit.system_in_prompt,
+                                 continue_prompt=kit.continue_prompt)
+            if stored is not None and turn is not None and kit is not None else request,
             binary=self.config.binary, model=model, workdir=seen / "work",
             extra_args=self.config.extra_args)
         base_env = self.environment(seen / "home")

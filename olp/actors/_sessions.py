@@ -8,12 +8,14 @@ will hold (:mod:`olp.ir._conversation`). What is resumed is taken out of the sto
 a failed, cancelled or killed turn leaves nothing behind, and a concurrent turn of the same
 conversation starts afresh.
 
-Only turns a CLI can continue are resumed: new turns that are user messages, and answers
-without tool calls (a tool result on resume is not built yet: such a turn starts afresh).
+Only turns a CLI can continue are resumed: new turns that are user messages, after the
+results of the answer's tool calls for a CLI that takes them on resume (codex: written into
+its rollout); any other turn starts afresh with the whole history.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ from olp.ir import (
     Start,
     TextDelta,
     TextPart,
+    ToolCall,
     ToolCallDelta,
     Usage,
 )
@@ -45,6 +48,11 @@ class SessionKit(Protocol):
     flag), so a resumed turn's prompt leaves it out: the session already holds it."""
 
     system_in_prompt: bool
+    #: Whether an answer that called tools keeps its session, and the next turn's tool
+    #: results are written into it (:meth:`with_tool_results`) before it resumes.
+    takes_tool_results: bool
+    #: The prompt of a resumed turn that brings tool results and no user text.
+    continue_prompt: str
 
     def fresh_argv(self, argv: Sequence[str]) -> list[str]:
         """``argv`` of a spawn whose session is to be kept (persistence on)."""
@@ -60,9 +68,15 @@ class SessionKit(Protocol):
         Blocks on a few small file reads."""
         ...
 
-    def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
-        """Whether ``files`` hold a whole session that ends with ``answer`` (the CLI reads
-        a damaged one without complaint: OLP checks)."""
+    def complete(self, files: Mapping[str, bytes], answer: Message) -> bool:
+        """Whether ``files`` hold a whole session that ends with ``answer`` (its text, or
+        its tool calls) (the CLI reads a damaged one without complaint: OLP checks)."""
+        ...
+
+    def with_tool_results(self, files: Mapping[str, bytes],
+                          outputs: Sequence[str]) -> dict[str, bytes] | None:
+        """``files`` with the results of the session's last tool calls, in order, written
+        in as the CLI writes them; ``None`` when they do not fit the calls."""
         ...
 
     def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
@@ -94,6 +108,7 @@ class Turn:
     evicted: str | None = None
     usage_before: Usage | None = None  # a running total to subtract (SessionKit.usage_before)
     text: list[str] = field(default_factory=list)
+    calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [id, name, args]
     called_tools: bool = False
     content: bool = False
 
@@ -104,11 +119,15 @@ class Turn:
             return "resumed"
         return f"evicted:{self.evicted}" if self.evicted else "new"
 
-    def resumed_request(self, *, with_system: bool = True) -> ChatRequest:
-        """The request a resumed spawn gets: only the new turns, after the system text
-        unless the CLI has it in its session already (``with_system`` false)."""
+    def resumed_request(self, *, with_system: bool = True,
+                        continue_prompt: str = "Continue.") -> ChatRequest:
+        """The request a resumed spawn gets: only the new user turns (tool results are
+        written into the session instead; ``continue_prompt`` when there is no user text),
+        after the system text unless the CLI has it in its session already."""
         system = tuple(m for m in self.request.messages if m.role in ("system", "developer"))
-        return _replace_messages(self.request, (system if with_system else ()) + self.new_turns)
+        turns = tuple(m for m in self.new_turns if m.role != "tool") or (
+            Message(role="user", content=(TextPart(text=continue_prompt),)),)
+        return _replace_messages(self.request, (system if with_system else ()) + turns)
 
     def tap(self, emit: Emit, model: str) -> Emit:
         """``emit`` that says this turn's session state first (and again if it changes: a
@@ -128,43 +147,63 @@ class Turn:
                 self.content = True
             elif isinstance(event, ToolCallDelta):
                 self.called_tools = self.content = True
+                call = self.calls.setdefault(event.index, ["", "", ""])
+                call[0] = event.id or call[0]
+                call[1] = event.name or call[1]
+                call[2] += event.arguments or ""
             await emit(event)
 
         return tapped
 
     def answer(self) -> Message:
-        return Message(role="assistant", content=(TextPart(text="".join(self.text)),))
+        """The answer as the client will echo it back: its text and its tool calls."""
+        text = "".join(self.text)
+        return Message(role="assistant", content=(TextPart(text=text),) if text else (),
+                       tool_calls=tuple(ToolCall(id=c[0], name=c[1], arguments=c[2] or "{}")
+                                        for _, c in sorted(self.calls.items())))
 
 
-async def open_turn(policy: SessionPolicy, request: ChatRequest, *, provider: str, model: str,
-                    owner: str) -> Turn:
+async def open_turn(policy: SessionPolicy, kit: SessionKit, request: ChatRequest, *,
+                    provider: str, model: str, owner: str) -> Turn:
     """This job's :class:`Turn`: the kept session it continues, taken from the store, if
-    there is one it can continue. Waits on the store (a worker thread)."""
+    there is one it can continue (with the new turns' tool results written in, for a CLI
+    that takes them). Waits on the store (a worker thread)."""
     scope = f"{owner}|{provider}|{model}"
     turn = Turn(request, scope, owner, provider)
     newer_than = policy.clock() - policy.ttl_s
     for point in resume_points(request, scope):
-        if any(m.role != "user" for m in point.new_turns):
-            break  # a tool result cannot be given on resume yet: start afresh
+        results = [m for m in point.new_turns if m.role == "tool"]
+        users = [m for m in point.new_turns if m.role != "tool"]
+        if any(m.role != "user" for m in users) or (results and not kit.takes_tool_results) \
+                or point.new_turns[:len(results)] != tuple(results):
+            break  # only the latest answer, then its tool results, then user turns
         stored = await policy.store.take(point.digest, key=owner, provider=provider,
                                          newer_than=newer_than)
-        if stored is not None:
-            turn.stored, turn.new_turns = stored, point.new_turns
+        if stored is None:
             break
+        if results:
+            files = kit.with_tool_results(stored.files, [m.text() for m in results])
+            if files is None:
+                turn.evicted = "tool_results"
+                break
+            stored = dataclasses.replace(stored, files=files)
+        turn.stored, turn.new_turns = stored, point.new_turns
+        break
     return turn
 
 
 async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Path) -> bool:
     """After a clean answer: keep the session the CLI wrote in ``home`` for the next turn
-    (not when the answer called tools, or the session is not whole). Waits on the store."""
-    if turn.called_tools:
+    (not when the session is not whole, nor after tool calls for a CLI that cannot take
+    their results on resume). Waits on the store."""
+    if turn.called_tools and not kit.takes_tool_results:
         return False
     answer = turn.answer()
     resumed = turn.stored.session_id if turn.stored else None
 
     def read() -> tuple[str, dict[str, bytes]] | None:
         found = kit.written(home, resumed=resumed)
-        return found if found is not None and kit.complete(found[1], answer.text()) else None
+        return found if found is not None and kit.complete(found[1], answer) else None
 
     found = await trio.to_thread.run_sync(read)
     if found is None:

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from mock_openai_responses import WEATHER_ANSWER_PREFIX
 from olp_harness import in_thread, real_cli, run_proxy
 from test_proxy_real_codex import PNG, config, proxy_env, start
+from test_tools_real_codex import TOOLS, tools_config
+from test_tools_real_codex import start_mock as start_tools_mock
 
 TURN = "Turn {k}. Please read these notes and reply briefly. " + "lorem ipsum dolor " * 50
 
@@ -82,3 +85,35 @@ async def test_an_image_in_a_resumed_turn_reaches_codex(tmp_path: Path,
     last = mock.requests[-1]["body"]["input"][-1]
     kinds = [c.get("type") for c in last["content"]]
     assert last["role"] == "user" and "input_image" in kinds, kinds
+
+
+async def test_a_tool_result_is_given_to_codexs_own_thread(tmp_path: Path,
+                                                          nursery: trio.Nursery) -> None:
+    """After a tool call, the client's result is written into codex's kept rollout as a real
+    ``function_call_output`` and the thread resumes: the upstream input is the call's request,
+    the call, the client's result (and a neutral ``Continue.``), under the same cache key."""
+    codex = real_cli("OLP_REAL_CODEX")
+    mock = await start_tools_mock(nursery)
+    cfg = tools_config(codex, mock)
+    cfg["cache"] = {"enabled": False}
+    with trio.fail_after(120):
+        async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            ask: list[Any] = [{"role": "user", "content": "What is the weather in Paris?"}]
+            first = await in_thread(lambda: client.chat.completions.with_raw_response.create(
+                model="gpt-5.5", messages=ask, tools=TOOLS))
+            choice = first.parse().choices[0]
+            [call] = choice.message.tool_calls or []
+            history = [*ask, choice.message.model_dump(exclude_none=True),
+                       {"role": "tool", "tool_call_id": call.id, "content": "Sunny, 22 C"}]
+            second = await in_thread(lambda: client.chat.completions.with_raw_response.create(
+                model="gpt-5.5", messages=history, tools=TOOLS))
+    assert first.headers["x-olp-session"] == "new"
+    assert second.headers["x-olp-session"] == "resumed"
+    assert second.parse().choices[0].message.content == f"{WEATHER_ANSWER_PREFIX}Sunny, 22 C"
+    before, after = (r["body"] for r in mock.requests)
+    assert before["prompt_cache_key"] == after["prompt_cache_key"]
+    assert after["input"][:len(before["input"])] == before["input"]
+    added = after["input"][len(before["input"]):]
+    assert [i.get("type") for i in added[:2]] == ["function_call", "function_call_output"]
+    assert added[1]["output"] == "Sunny, 22 C"

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Final
 
 from olp.actors._sessions import SessionKit
-from olp.ir import Usage
+from olp.ir import Message, Usage
 
 #: Where claude keeps its sessions under its home (``CLAUDE_CONFIG_DIR`` is not set).
 PROJECTS: Final = Path(".claude") / "projects"
@@ -31,6 +31,10 @@ class ClaudeSessions:
     #: The system text is a file claude reads at every start (and its session keeps the
     #: first one: a changed text is another conversation's scope).
     system_in_prompt = False
+    #: Measured: OLP's SIGKILL at the call comes before claude writes it, and a tool result
+    #: on the resumed turn's stdin never reaches the model (the fixtures' README, §3).
+    takes_tool_results = False
+    continue_prompt = "Continue."
 
     def fresh_argv(self, argv: Sequence[str]) -> list[str]:
         return [a for a in argv if a != NO_PERSISTENCE]
@@ -47,8 +51,13 @@ class ClaudeSessions:
         path = found[0]
         return path.stem, {str(path.relative_to(home)): path.read_bytes()}
 
-    def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
-        return len(files) == 1 and complete(next(iter(files.values())), answer)
+    def complete(self, files: Mapping[str, bytes], answer: Message) -> bool:
+        return len(files) == 1 and not answer.tool_calls \
+            and complete(next(iter(files.values())), answer.text())
+
+    def with_tool_results(self, files: Mapping[str, bytes],
+                          outputs: Sequence[str]) -> dict[str, bytes] | None:
+        return None
 
     def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
         return None  # claude's result line reports the run's own usage

@@ -35,6 +35,8 @@ class FakeKit:
     """Sessions of a fake CLI: each spawn "writes" one, numbered."""
 
     system_in_prompt = False
+    takes_tool_results = False
+    continue_prompt = "Continue."
 
     def __init__(self) -> None:
         self.written_n = 0
@@ -50,8 +52,12 @@ class FakeKit:
         self.written_n += 1
         return f"sid-{self.written_n}", {"s.jsonl": f"session {self.written_n}\n".encode()}
 
-    def complete(self, files: Mapping[str, bytes], answer: str) -> bool:
-        return self.whole and answer == ANSWER
+    def complete(self, files: Mapping[str, bytes], answer: Message) -> bool:
+        return self.whole and answer.text() == ANSWER
+
+    def with_tool_results(self, files: Mapping[str, bytes],
+                          outputs: Sequence[str]) -> dict[str, bytes] | None:
+        return None
 
     def usage_before(self, files: Mapping[str, bytes]) -> Usage | None:
         return None

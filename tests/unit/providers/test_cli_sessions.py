@@ -72,3 +72,38 @@ def test_codex_rollouts_are_checked_and_their_running_total_read(tmp_path: Path)
     assert CODEX.fresh_argv(argv) == ["codex", "exec", "--json", "-m", "gpt-5.5", "-"]
     assert CODEX.resume_argv(argv, thread) == ["codex", "exec", "--json", "-m", "gpt-5.5",
                                                "resume", thread, "-"]
+
+
+CODEX_CALLED = (Path(__file__).parents[2] / "fixtures" / "cli-reference" / "codex" / "sessions"
+                / "tools_resume" / "text_only.rollout-before-resume.jsonl")
+
+
+def test_a_tool_result_is_written_into_codexs_rollout_as_codex_writes_one() -> None:
+    """After OLP's kill at the call the rollout holds the ``function_call``; the client's
+    result goes in as a ``function_call_output`` with the next ordinal (measured: sent
+    upstream as the real result)."""
+    import json
+
+    from olp.ir import Message, ToolCall
+    from olp.providers.codex._sessions import SESSIONS as CODEX
+    from olp.providers.codex._sessions import last_calls
+
+    data = CODEX_CALLED.read_bytes()
+    [call] = last_calls(data) or []
+    answer = Message(role="assistant", tool_calls=(
+        ToolCall(id="call_olp_1", name="get_weather", arguments='{"city":"Paris"}'),))
+    assert CODEX.complete({"r": data}, answer)
+    assert not CODEX.complete({"r": data}, Message(role="assistant", tool_calls=(
+        ToolCall(id="x", name="other_tool", arguments="{}"),)))
+    written = CODEX.with_tool_results({"r": data}, ["Paris: 18 C"])
+    assert written is not None
+    added = json.loads(written["r"][len(data):])
+    last = json.loads(data.splitlines()[-1])
+    assert added["ordinal"] == max(json.loads(x).get("ordinal", -1)
+                                   for x in data.splitlines()) + 1
+    assert added["payload"]["type"] == "function_call_output"
+    assert added["payload"]["call_id"] == call["call_id"]
+    assert added["payload"]["output"] == "Paris: 18 C" and last["ordinal"] < added["ordinal"]
+    assert CODEX.with_tool_results({"r": data}, ["a", "b"]) is None  # one call, two results
+    assert CODEX.with_tool_results(written, ["again"]) is None  # already answered
+    assert last_calls(data[:-1]) is None  # not whole
