@@ -181,8 +181,9 @@ async def open_turn(policy: SessionPolicy, kit: SessionKit, request: ChatRequest
                                          newer_than=newer_than)
         if stored is None:
             break
-        if results:
-            files = kit.with_tool_results(stored.files, [m.text() for m in results])
+        if results:  # parsing a rollout that may be megabytes: off the Trio thread
+            files = await trio.to_thread.run_sync(
+                kit.with_tool_results, stored.files, [m.text() for m in results])
             if files is None:
                 turn.evicted = "tool_results"
                 break
