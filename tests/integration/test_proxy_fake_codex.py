@@ -101,8 +101,9 @@ async def test_prompt_and_system_text_on_stdin_nothing_on_argv(tmp_path: Path) -
     assert not any("Say hello" in a or "Be terse" in a for a in argv)
     echo = json.loads(completion.choices[0].message.content or "{}")
     catalog = Path(echo["cwd"]) / "model-catalog.json"  # in the spawn's own workdir
-    assert argv[1:] == [*BASE_ARGS, "-c", f'model_catalog_json="{catalog}"', "-m", "gpt-5.5",
-                        "-"]
+    # sessions are on by default for codex: it keeps its thread (no --ephemeral, ADR 0023)
+    kept = [a for a in BASE_ARGS if a != "--ephemeral"]
+    assert argv[1:] == [*kept, "-c", f'model_catalog_json="{catalog}"', "-m", "gpt-5.5", "-"]
     assert BASE_ARGS[:6] == ("exec", "--json", "--skip-git-repo-check", "--ephemeral",
                              "--sandbox", "read-only")
     assert echo["argv_prompt"] is None
