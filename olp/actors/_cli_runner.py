@@ -26,7 +26,7 @@ from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import JOB_DIR_INSIDE, Sandbox
-from ._sessions import SessionKit, SessionPolicy, Turn, keep_turn, open_turn
+from ._sessions import SessionKit, SessionPolicy, Turn, keep_turn, open_turn, settler
 from ._tool_gate import ToolGate
 from ._warm import Lease, WarmPool, WarmSettings
 
@@ -126,7 +126,7 @@ class CliRunner:
         if terminal is None and (turn is None or turn.stored is None) \
                 and (lease := self._take_warm(request, model)) is not None:
             async with lease as warm:
-                terminal = await self._answer_warm(request, model, warm, emit)
+                terminal = await self._answer_warm(request, model, warm, emit, turn)
                 if turn is not None and isinstance(terminal, Stop):
                     await self._keep(turn, warm.workdir.parent / "home")
         if terminal is None:
@@ -147,6 +147,10 @@ class CliRunner:
             finally:
                 shutil.rmtree(base, ignore_errors=True)
         await emit(terminal)
+
+    def _settle(self, turn: Turn | None, home: Path) -> Callable[[], Awaitable[None]] | None:
+        kept = self.sessions
+        return None if turn is None or kept is None else settler(*kept, turn, home)
 
     async def _keep(self, turn: Turn, home: Path) -> None:
         kept = self.sessions
@@ -207,7 +211,8 @@ class CliRunner:
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
         try:
             async with self.spawner.open(spec) as proc:
-                return await self._read(proc, request, workdir, clock, emit)
+                return await self._read(proc, request, workdir, clock, emit,
+                                        settle=self._settle(turn, base / "home"))
         except SpawnError as exc:
             code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
             return failure(code, str(exc))
@@ -259,7 +264,7 @@ class CliRunner:
             shutil.rmtree(base, ignore_errors=True)
 
     async def _answer_warm(self, request: ChatRequest, model: str, warm: WarmProcess,
-                           emit: Emit) -> Error | Event | None:
+                           emit: Emit, turn: Turn | None = None) -> Error | Event | None:
         """Hand ``request`` to a warm process: its turn on stdin, then read it like a cold
         spawn. ``None`` when it cannot take it after all (it died before reading its turn,
         or its spawn differs): nothing was sent, the caller spawns cold."""
@@ -278,15 +283,17 @@ class CliRunner:
                         extra={"provider": self.adapter.name})
             return None
         parser = warm.parser() if warm.parser is not None else None
-        return await self._read(warm.process, request, warm.workdir, clock, emit, parser)
+        return await self._read(warm.process, request, warm.workdir, clock, emit, parser,
+                                settle=self._settle(turn, warm.workdir.parent / "home"))
 
     # --- reading a CLI ---------------------------------------------------------------------
 
     async def _read(self, proc: CliProcess, request: ChatRequest, workdir: Path,
-                    clock: DeadlineClock, emit: Emit, parser: LineParser | None = None
-                    ) -> Error | Event:
+                    clock: DeadlineClock, emit: Emit, parser: LineParser | None = None, *,
+                    settle: Callable[[], Awaitable[None]] | None = None) -> Error | Event:
         """Read ``proc`` to its end under ``clock``'s deadlines with ``parser`` (default: the
-        adapter's for ``workdir``); the terminal event."""
+        adapter's for ``workdir``); the terminal event. At a tool call, ``settle`` (bounded
+        by its maker) is awaited before the kill."""
         # Every parser's tool calls are checked against the request (_tool_gate.py); a
         # terminal event from it ends the spawn (a CLI left waiting on tools/call is killed).
         gate = ToolGate(parser or self.adapter.parser(workdir), request)
@@ -308,7 +315,11 @@ class CliRunner:
                         if isinstance(event, Stop) and event.finish_reason == "tool_calls":
                             # Waiting on a tools/call the bridge never answers:
                             # SIGKILL now (a TERM lets claude ask the model again,
-                            # a second billed request; ADR 0012, decision 3).
+                            # a second billed request; ADR 0012, decision 3). A CLI
+                            # that writes its session late may finish writing the
+                            # call first: it is blocked on tools/call meanwhile.
+                            if settle is not None:
+                                await settle()
                             proc.kill()
                         return event
                     if is_content(event):

@@ -40,6 +40,8 @@ from olp.ir._conversation import continuation, resume_points
 from olp.store import AsyncSessionStore, StoredSession
 
 Emit = Callable[[Event], Awaitable[None]]
+#: Runs a blocking call off the Trio thread (``trio.to_thread.run_sync``).
+Offload = Callable[[Callable[[], bool]], Awaitable[bool]]
 
 
 class SessionKit(Protocol):
@@ -53,6 +55,9 @@ class SessionKit(Protocol):
     takes_tool_results: bool
     #: The prompt of a resumed turn that brings tool results and no user text.
     continue_prompt: str
+    #: At a tool call, how long the runner may wait for the CLI (blocked on the bridge's
+    #: ``tools/call``) to write the call into its session before the kill; 0: kill at once.
+    settle_s: float
 
     def fresh_argv(self, argv: Sequence[str]) -> list[str]:
         """``argv`` of a spawn whose session is to be kept (persistence on)."""
@@ -92,6 +97,8 @@ class SessionPolicy:
     store: AsyncSessionStore
     ttl_s: float = 3600.0
     clock: Callable[[], float] = time.time
+    #: How a session file is read while the CLI writes it (tests: inline, for MockClock).
+    offload: Offload = trio.to_thread.run_sync
 
 
 @dataclass(slots=True)
@@ -191,6 +198,39 @@ async def open_turn(policy: SessionPolicy, kit: SessionKit, request: ChatRequest
         turn.stored, turn.new_turns = stored, point.new_turns
         break
     return turn
+
+
+async def settle_turn(kit: SessionKit, turn: Turn, home: Path, *, poll_s: float = 0.025,
+                      offload: Offload = trio.to_thread.run_sync) -> None:
+    """Return once the session the CLI is writing in ``home`` is whole and ends with this
+    turn's answer so far (its tool calls): the caller bounds the wait (``kit.settle_s``) and
+    then kills the CLI. Polls through ``offload`` (a worker thread); cancellation simply
+    stops it."""
+    answer = turn.answer()
+    resumed = turn.stored.session_id if turn.stored else None
+
+    def holds() -> bool:
+        found = kit.written(home, resumed=resumed)
+        return found is not None and kit.complete(found[1], answer)
+
+    while True:  # a file another process writes: nothing to wait on but the clock
+        if await offload(holds):
+            return
+        await trio.sleep(poll_s)
+
+
+def settler(policy: SessionPolicy, kit: SessionKit, turn: Turn,
+            home: Path) -> Callable[[], Awaitable[None]] | None:
+    """What the runner awaits at a tool call before the kill: :func:`settle_turn` for at
+    most ``kit.settle_s``; ``None`` for a CLI that needs no wait."""
+    if not kit.takes_tool_results or kit.settle_s <= 0:
+        return None
+
+    async def settle() -> None:
+        with trio.move_on_after(kit.settle_s):
+            await settle_turn(kit, turn, home, offload=policy.offload)
+
+    return settle
 
 
 async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Path) -> bool:

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 import trio
 from quart import Response, g, request
@@ -28,7 +28,7 @@ from olp.accounting import (
     usage_report,
 )
 from olp.actors import ProviderActor
-from olp.store import AsyncSessionStore, Database, SessionStore
+from olp.store import AsyncResponseStore, AsyncSessionStore, Database, ResponseStore, SessionStore
 
 from . import _dashboard, _views
 from ._auth import METRICS_SCRAPER, owner_only
@@ -66,16 +66,15 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics,
 
     @app.delete("/cache")
     async def cache_clear() -> Response:
-        """Every entry, or one key's (``?key=<key id>``), and the CLI sessions kept for
-        those conversations (ADR 0023)."""
+        """Every entry, or one key's (``?key=<key id>``), and the CLI sessions and
+        Responses answers kept for those conversations (ADR 0023)."""
         key = request.args.get("key")
         g.trace.action = describe_action("clear_cache", key)  # refused ones too
         owner_only()
-        sessions = await _clear_sessions(services, key)
-        if services.cache is None:
-            return json_response({"deleted": 0, "sessions_deleted": sessions})
-        return json_response({"deleted": await services.cache.clear(key),
-                              "sessions_deleted": sessions})
+        sessions, responses = await _clear_sessions(services, key)
+        deleted = await services.cache.clear(key) if services.cache is not None else 0
+        return json_response({"deleted": deleted, "sessions_deleted": sessions,
+                              "responses_deleted": responses})
 
     @app.get("/metrics")
     async def prometheus_metrics() -> Response:
@@ -140,6 +139,11 @@ def _quota_inputs(services: Services) -> dict[str, Any]:
             "unavailable": unavailable}
 
 
+#: A key's day and a provider's day on the dashboard before any request (copied, then summed).
+_NO_USAGE: Final = {"requests": 0, "tokens": 0, "prompt_tokens": 0, "cached_tokens": 0}
+_NO_PROMPTS: Final = {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0}
+
+
 async def _dashboard_state(services: Services) -> dict[str, Any]:
     """Everything the dashboard shows, in one answer (the database read in a worker
     thread)."""
@@ -151,14 +155,16 @@ async def _dashboard_state(services: Services) -> dict[str, Any]:
         state["quota"] = quota_view(**_quota_inputs(services), figures=state.pop("figures"),
                                     now=now)
     else:
-        state.update({"recent": [], "trend": [], "usage_today": {}, "quota": quota_view(
-            **_quota_inputs(services), figures={}, now=now)})
+        state.update({"recent": [], "trend": [], "usage_today": {}, "prompt_cache_today": {},
+                      "quota": quota_view(**_quota_inputs(services), figures={}, now=now)})
     keys = await services.keys.list() if hasattr(services.keys, "list") else []
     usage = state.pop("usage_today")
     state["keys"] = [{"id": k.id, "name": k.name, "tier": k.tier,
-                      "today": usage.get(str(k.id), {"requests": 0, "tokens": 0,
-                                                     "cached_tokens": 0})}
+                      "today": usage.get(str(k.id), dict(_NO_USAGE))}
                      for k in keys if k.active]
+    spent = state.pop("prompt_cache_today")  # every provider, those with no traffic too
+    state["prompt_cache"] = {name: spent.get(name, dict(_NO_PROMPTS))
+                             for name in dict.fromkeys([*state["providers"], *spent])}
     if services.cache is None:
         state["cache"] = {"enabled": False}
     else:
@@ -168,11 +174,13 @@ async def _dashboard_state(services: Services) -> dict[str, Any]:
     return state
 
 
-async def _clear_sessions(services: Services, key: str | None) -> int:
-    """Forget the CLI sessions kept for ``key``'s conversations (every key's: ``None``)."""
+async def _clear_sessions(services: Services, key: str | None) -> tuple[int, int]:
+    """Forget the CLI sessions and the Responses answers kept for ``key``'s conversations
+    (every key's: ``None``); how many of each."""
     if services.db is None:
-        return 0
-    return await AsyncSessionStore(SessionStore(services.db)).clear(key)
+        return 0, 0
+    return (await AsyncSessionStore(SessionStore(services.db)).clear(key),
+            await AsyncResponseStore(ResponseStore(services.db)).clear(key))
 
 
 async def _dashboard_action(services: Services, name: str,
@@ -187,9 +195,9 @@ async def _dashboard_action(services: Services, name: str,
         return {"message": f"Reset {cleared} cooldown(s) and circuit(s)."}
     if name == "clear_cache" and key:
         deleted = await services.cache.clear(key) if services.cache is not None else 0
-        sessions = await _clear_sessions(services, key)
-        return {"message": f"Deleted {deleted} cached answer(s) and {sessions} kept "
-                           f"session(s) of key {key}."}
+        sessions, responses = await _clear_sessions(services, key)
+        return {"message": f"Deleted {deleted} cached answer(s), {sessions} kept "
+                           f"session(s) and {responses} kept response(s) of key {key}."}
     if name == "revoke_key" and key and hasattr(services.keys, "revoke"):
         if await services.keys.revoke(key):
             return {"message": f"Revoked the key {key}."}
@@ -200,11 +208,13 @@ async def _dashboard_action(services: Services, name: str,
 
 
 def _dashboard_figures(db: Database, now: float) -> dict[str, Any]:
-    """The database's part of the dashboard (blocks): today per key (requests, tokens and of
-    them the cached input tokens), 30 days, recent rows."""
+    """The database's part of the dashboard (blocks): today per key (requests, tokens, the
+    prompt tokens and of them the cached input tokens) and per provider (every key's prompt
+    and cached input tokens: the prompt-cache reuse), 30 days, recent rows."""
     rows = usage_report(db, now, days=30)
     today = day_of(now)
     per_key: dict[str, dict[str, int]] = {}
+    per_provider: dict[str, dict[str, int]] = {}
     per_day: dict[str, dict[str, int]] = {}
     for r in rows:
         tokens = int(r["prompt_tokens"]) + int(r["completion_tokens"])
@@ -212,18 +222,23 @@ def _dashboard_figures(db: Database, now: float) -> dict[str, Any]:
         day["requests"] += int(r["requests"])
         day["tokens"] += tokens
         if r["day"] == today:
-            mine = per_key.setdefault(r["key"], {"requests": 0, "tokens": 0,
-                                                 "cached_tokens": 0})
+            mine = per_key.setdefault(r["key"], dict(_NO_USAGE))
             mine["requests"] += int(r["requests"])
             mine["tokens"] += tokens
+            mine["prompt_tokens"] += int(r["prompt_tokens"])
             mine["cached_tokens"] += int(r["cached_tokens"])
+            if r["provider"] != "-":  # a request no provider took (refused, cache hit)
+                spent = per_provider.setdefault(r["provider"], dict(_NO_PROMPTS))
+                spent["requests"] += int(r["requests"])
+                spent["prompt_tokens"] += int(r["prompt_tokens"])
+                spent["cached_tokens"] += int(r["cached_tokens"])
     start = dt.date.fromisoformat(today) - dt.timedelta(days=29)
     trend = [{"day": d, **per_day.get(d, {"requests": 0, "tokens": 0})}
              for d in ((start + dt.timedelta(days=i)).isoformat() for i in range(30))]
     rows_seen, _ = audit_page(db, limit=200)
     recent = [r for r in reversed(rows_seen) if r["requested_model"]][:20]  # model requests
-    return {"usage_today": per_key, "trend": trend, "recent": recent,
-            "figures": quota_figures(db, now)}
+    return {"usage_today": per_key, "prompt_cache_today": per_provider, "trend": trend,
+            "recent": recent, "figures": quota_figures(db, now)}
 
 
 def _actor_stats(actor: ProviderActor) -> dict[str, Any]:

@@ -20,10 +20,11 @@ from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
 
 from . import _chat
-from ._dialect import ANTHROPIC, OPENAI, RESPONSES, Dialect
+from ._dialect import ANTHROPIC, OPENAI, Dialect, OpenAIResponses
 from ._errors import ApiError
 from ._json_response import JSON, json_response
 from ._metrics import Metrics
+from ._response_memory import ResponseMemory
 from ._services import Services
 from ._trace import Trace
 
@@ -61,17 +62,20 @@ def add_routes(app: QuartTrio, services: Services, metrics: Metrics) -> None:
 
     @app.post("/v1/responses")
     async def responses() -> Response:
-        """OpenAI Responses. OLP keeps no responses: ``previous_response_id`` is a 400 and
-        ``store`` changes nothing (docs/adr/0015)."""
-        return await answer(services, metrics, decode_responses_request, RESPONSES)
+        """OpenAI Responses. Each answer's conversation is kept for its key, so a later
+        request can continue it by ``previous_response_id`` (``store: false`` keeps
+        nothing: :mod:`._response_memory`, ADR 0023)."""
+        memory = ResponseMemory(services.db, key=str(g.principal.key_id))
+        return await answer(services, metrics, decode_responses_request,
+                            OpenAIResponses(memory))
 
     @app.get("/v1/responses/<response_id>")
     async def stored_response(response_id: str) -> Response:
-        """OLP keeps no responses (``store`` changes nothing), so none can be fetched."""
-        raise ApiError(404, f"No response with id '{response_id}': OLP does not store "
-                       "responses; keep the answer you were sent, and send the whole "
-                       "conversation in 'input' to continue it.", "invalid_request_error",
-                       "response_not_found")
+        """OLP keeps an answer's conversation (for ``previous_response_id``), not the
+        response object, so none can be fetched."""
+        raise ApiError(404, f"No response with id '{response_id}' can be fetched: OLP keeps "
+                       "answers only to continue them with 'previous_response_id'.",
+                       "invalid_request_error", "response_not_found")
 
     @app.post("/v1/messages/count_tokens")
     async def count_tokens() -> Response:
@@ -93,7 +97,7 @@ async def answer(services: Services, metrics: Metrics,
     trace: Trace = g.trace
     trace.model_request, trace.dialect = True, dialect.name
     _reserve(services, trace)
-    chat = decode(decoder, await read_body(services))
+    chat = await dialect.prepare(decode(decoder, await read_body(services)))
     trace.requested_model, trace.stream = chat.model, chat.stream
     try:
         context = _chat.context()
@@ -111,7 +115,10 @@ async def answer(services: Services, metrics: Metrics,
                      index=done.index, cache=done.cache, records=done.records,
                      usage=done.usage, seconds=done.seconds)
         trace.outcome = "truncated" if done.truncated else "ok"
-        return _chat.complete(chat, done, services.headers, dialect)
+        response = _chat.complete(chat, done, services.headers, dialect)
+        if not done.truncated:
+            await dialect.answered()
+        return response
     except UnusableChain as exc:
         raise ApiError(503, exc.message, "api_error", "chain_unusable", "model") from None
     except UnknownModel as exc:

@@ -200,6 +200,7 @@ class ChatStream:
                 case Usage():
                     self._usage = event
                 case Stop(finish_reason=reason):
+                    await self._dialect.answered()  # e.g. kept for previous_response_id
                     out += enc.finish(reason, self._usage)
                     self._end("ok")
                     return bytes(out)

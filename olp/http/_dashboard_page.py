@@ -25,6 +25,7 @@ th,td { text-align:left; padding:4px 6px; border-bottom:1px solid var(--line); v
 th { color:var(--mute); font-weight:600; }
 .ok { color:var(--ok); } .warn { color:var(--warn); } .bad { color:var(--bad); }
 .mute { color:var(--mute); font-size:12px; }
+.num { white-space:nowrap; }
 button { font:inherit; font-size:13px; border:1px solid var(--accent); color:var(--accent);
   background:#fff; border-radius:6px; padding:3px 9px; cursor:pointer; }
 button.danger { border-color:var(--bad); color:var(--bad); }
@@ -73,6 +74,10 @@ PAGE: Final = """<!doctype html>
 </thead><tbody></tbody></table></section>
 <section id="cache"><h2>Cache</h2><div class="big" id="hit-rate">–</div>
 <p class="mute" id="cache-detail"></p></section>
+<section id="prompt-cache"><h2>Prompt cache today, per provider</h2><table><thead><tr>
+<th>provider</th><th>input tokens</th><th>cached</th><th>reuse</th></tr></thead><tbody></tbody>
+</table><p class="mute">Of each provider's input tokens today (every key), the share its vendor
+read from its prompt cache.</p></section>
 <section id="usage"><h2>Usage today, per key</h2><table><thead><tr><th>key</th><th>tier</th>
 <th>requests</th><th>tokens</th><th>cached</th><th></th></tr></thead><tbody></tbody></table>
 <h2 style="margin-top:12px">Last 30 days</h2><div id="trend"></div></section>
@@ -91,6 +96,11 @@ function left(ts) {
   let s = Math.max(0, Math.round(ts - Date.now() / 1000));
   const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60); s = s % 60;
   return h ? `${h}h ${m}m` : m ? `${m}m ${s}s` : `${s}s`;
+}
+const num = (n) => Number(n || 0).toLocaleString("en-US");
+const share = (part, whole) => whole ? Math.round(100 * part / whole) + " %" : "–";
+function reuse(cached, prompt) {  // "12,345 (62 %)": cached input tokens, share of the prompt
+  return `<span class="num">${esc(num(cached))}` + (prompt ? ` (${esc(share(cached, prompt))})` : "") + "</span>";
 }
 function row(cells) { return "<tr>" + cells.map((c) => `<td>${c}</td>`).join("") + "</tr>"; }
 function warmCell(w) {
@@ -135,8 +145,11 @@ function render() {
     $("#hit-rate").textContent = asked ? Math.round(100 * cache.hits / asked) + "%" : "–";
     $("#cache-detail").textContent = `${cache.hits} hits, ${cache.misses} misses, ${cache.entries} entries`;
   } else { $("#hit-rate").textContent = "off"; }
+  $("#prompt-cache tbody").innerHTML = Object.entries(state.prompt_cache || {}).map(([name, p]) =>
+    row([esc(name), ...(p.requests ? [esc(num(p.prompt_tokens)), esc(num(p.cached_tokens)),
+      `<span class="num">${esc(share(p.cached_tokens, p.prompt_tokens))}</span>`] : ["–", "–", "–"])])).join("");
   $("#usage tbody").innerHTML = state.keys.map((k) => row([esc(k.name), esc(k.tier),
-    k.today.requests, k.today.tokens, k.today.cached_tokens,
+    esc(num(k.today.requests)), esc(num(k.today.tokens)), reuse(k.today.cached_tokens, k.today.prompt_tokens),
     `<button data-act="clear_cache" data-key="${k.id}" type="button">clear cache</button> ` +
     (k.tier === "owner" ? "" : `<button class="danger" data-act="revoke_key" data-key="${esc(k.name)}" type="button">revoke</button>`)
   ])).join("");

@@ -4,19 +4,23 @@ Responses (``/v1/responses``).
 
 A :class:`Dialect` knows its bodies — a complete answer, an error — and makes a
 :class:`StreamWriter` per streamed answer. Everything else (auth, routing, the engine, the
-cache, OLP's headers, the first-chunk rule) is the same for every dialect. Pure: no I/O.
+cache, OLP's headers, the first-chunk rule) is the same for every dialect. Pure, but for
+the Responses dialect's memory of answers (``previous_response_id``: :mod:`._response_memory`).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from olp.ir import Event, FinishReason, ToolCallDelta, Usage
+from olp.ir import ChatRequest, Event, FinishReason, ToolCallDelta, Usage
 from olp.ir import anthropic as anthropic_wire
 from olp.ir import responses as responses_wire
 from olp.ir.openai import DONE, ChunkEncoder, CompletionBuilder, completion_id, error_body
+
+if TYPE_CHECKING:
+    from ._response_memory import ResponseMemory
 
 
 class WireError(Protocol):
@@ -64,6 +68,26 @@ class Dialect(Protocol):
 
     def writer(self, model: str, *, include_usage: bool) -> StreamWriter: ...
 
+    async def prepare(self, chat: ChatRequest) -> ChatRequest:
+        """The request to answer, from the one decoded (Responses: with the conversation of
+        its ``previous_response_id`` in front; raises an ``ApiError``)."""
+        ...
+
+    async def answered(self) -> None:
+        """The answer ended cleanly: called before its body or last frame goes out
+        (Responses: keeps it for a later ``previous_response_id``)."""
+        ...
+
+
+class _Plain:
+    """The :class:`Dialect` hooks of a dialect that keeps nothing between requests."""
+
+    async def prepare(self, chat: ChatRequest) -> ChatRequest:
+        return chat
+
+    async def answered(self) -> None:
+        return None
+
 
 class _OpenAIWriter:
     def __init__(self, model: str, include_usage: bool) -> None:
@@ -98,7 +122,7 @@ class _OpenAIWriter:
                                   param=error.param)
 
 
-class OpenAIChat:
+class OpenAIChat(_Plain):
     """OpenAI Chat Completions: ``chat.completion`` bodies, ``chat.completion.chunk`` SSE
     ending in ``[DONE]``, ``{"error": {...}}`` errors (in a stream too, with no ``[DONE]``)."""
 
@@ -164,7 +188,7 @@ class _EncoderWriter:
         return self._error(self._enc, error)
 
 
-class AnthropicMessages:
+class AnthropicMessages(_Plain):
     """Anthropic Messages: ``message`` bodies, the ``message_start`` … ``message_stop`` event
     sequence, ``{"type": "error", "error": {"type", "message"}}`` errors (``event: error`` in
     a stream). The error ``type`` follows the HTTP status, as Anthropic's API sets it."""
@@ -190,23 +214,42 @@ class AnthropicMessages:
 class OpenAIResponses:
     """OpenAI Responses: ``response`` objects, the ``response.created`` …
     ``response.completed`` event sequence (``error`` and ``response.failed`` for a failure
-    after content), and OpenAI's ``{"error": {...}}`` error bodies."""
+    after content), and OpenAI's ``{"error": {...}}`` error bodies. With a ``memory`` (one
+    per request: :mod:`._response_memory`) the answer has that memory's id, and
+    ``previous_response_id`` works."""
 
     name: Final = "responses"
+
+    def __init__(self, memory: ResponseMemory | None = None) -> None:
+        self._memory = memory
+        self._last: responses_wire.ResponseBuilder | responses_wire.ResponseStreamEncoder | \
+            None = None
+
+    def _id(self) -> str:
+        return self._memory.id if self._memory is not None else responses_wire.response_id()
 
     def error_body(self, error: WireError) -> bytes:
         return OPENAI.error_body(error)
 
     def complete(self, events: Iterable[Event], model: str) -> bytes:
-        builder = responses_wire.ResponseBuilder(id=responses_wire.response_id(), model=model)
+        builder = responses_wire.ResponseBuilder(id=self._id(), model=model)
         for event in events:
             builder.add(event)
+        self._last = builder
         return builder.body()
 
     def writer(self, model: str, *, include_usage: bool) -> StreamWriter:
-        enc = responses_wire.ResponseStreamEncoder(id=responses_wire.response_id(), model=model)
+        enc = responses_wire.ResponseStreamEncoder(id=self._id(), model=model)
+        self._last = enc
         return _EncoderWriter(enc, lambda e, error: e.error(code=error.code,
                                                             message=error.message))
+
+    async def prepare(self, chat: ChatRequest) -> ChatRequest:
+        return chat if self._memory is None else await self._memory.expand(chat)
+
+    async def answered(self) -> None:
+        if self._memory is not None and self._last is not None:
+            await self._memory.keep(self._last.answer())
 
 
 OPENAI: Final = OpenAIChat()

@@ -11,7 +11,8 @@ The same IR as Chat Completions, so the engine never knows the dialect:
 - client ``tools`` (``input_schema`` → parameters; server tools are refused), ``tool_choice``
   (``auto``, ``any`` → ``required``, ``tool`` → a named function, ``none``;
   ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``), ``max_tokens``,
-  ``stop_sequences``, ``temperature``, ``top_p``, ``metadata.user_id`` → ``user``, ``stream``.
+  ``stop_sequences``, ``temperature``, ``top_p``, ``metadata.user_id`` → ``user`` and
+  ``conversation`` (Claude Code puts its session id there: ADR 0023), ``stream``.
   ``top_k`` has no IR field and is not passed on.
 
 Every failure is :class:`~olp.ir._validation.InvalidRequest` naming the field.
@@ -88,6 +89,7 @@ def _convert(w: _Request) -> ChatRequest:
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
         user=w.metadata.user_id if w.metadata is not None else None,
+        conversation=w.metadata.user_id if w.metadata is not None else None,
     )
 
 

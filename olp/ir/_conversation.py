@@ -10,11 +10,15 @@ next turn: :func:`continuation`. A later request that holds it at one of its ass
 messages (:func:`resume_points`) continues that answer, with the messages after it as its new
 turns.
 
-The content is the key, never client metadata: an edited or regenerated history, another
-system text, other tools or another key give another digest, so nothing resumes. A message is
-compared by what a client keeps when it echoes an answer back: its role, its text with the
-surrounding whitespace stripped, its images (by a hash of their URL), its tool calls (id,
-name and arguments, JSON re-serialised with sorted keys) and the tool call a result answers.
+The content is the key: an edited or regenerated history, another system text, other tools
+or another key give another digest, so nothing resumes. A client's own name for the
+conversation (``ChatRequest.conversation``: ``prompt_cache_key``, Messages
+``metadata.user_id``) is part of the seed too: it only ever keeps apart two conversations
+whose content matches, and a client that changes it every turn simply never resumes. A
+message is compared by what a client keeps when it echoes an answer back: its role, its text
+with the surrounding whitespace stripped, its images (by a hash of their URL), its tool calls
+(id, name and arguments, JSON re-serialised with sorted keys) and the tool call a result
+answers.
 Pure and deterministic; no I/O.
 """
 
@@ -68,7 +72,8 @@ def resume_points(request: ChatRequest, scope: str) -> list[ResumePoint]:
 
 def _seed(request: ChatRequest, scope: str) -> str:
     system = [m.text() for m in request.messages if m.role in _SYSTEM_ROLES]
-    return _hash(["olp-conversation-1", scope, system, _tools(request.tools)])
+    named = [] if request.conversation is None else [request.conversation]
+    return _hash(["olp-conversation-1", scope, system, _tools(request.tools), *named])
 
 
 def _step(previous: str, message: Message) -> str:

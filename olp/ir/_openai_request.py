@@ -18,6 +18,7 @@ from ._validation import (
     INT32_MAX,
     TOOL_NAME,
     InvalidRequest,
+    check_id,
     check_int,
     check_model,
     check_range,
@@ -76,6 +77,7 @@ def _convert(w: _Request) -> ChatRequest:
         parallel_tool_calls=w.parallel_tool_calls,
         response_format=_response_format(w.response_format),
         user=w.user,
+        conversation=check_id("prompt_cache_key", w.prompt_cache_key),
     )
 
 

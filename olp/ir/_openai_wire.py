@@ -76,6 +76,7 @@ class _Request(msgspec.Struct, kw_only=True):
     tools: list[_Tool] | None = None
     tool_choice: str | dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
+    prompt_cache_key: str | None = None
     functions: Any | UnsetType = UNSET  # the legacy shape: refused with a clear 400
     function_call: Any | UnsetType = UNSET
     response_format: dict[str, Any] | None = None

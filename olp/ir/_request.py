@@ -81,6 +81,17 @@ class ChatRequest(_IR, frozen=True):
     #: ``X-OLP-Ignored-Params``): a Responses request's tools that are not functions, say
     #: ``tools.apply_patch`` (codex's freeform tool) or ``tools.web_search``.
     dropped: tuple[str, ...] = ()
+    #: The client's own name for the conversation (chat and Responses ``prompt_cache_key``,
+    #: Messages ``metadata.user_id``): part of the conversation's identity, so two
+    #: conversations with the same history but different names never share a kept CLI
+    #: session (``olp/ir/_conversation.py``). Not part of the response cache's key.
+    conversation: str | None = None
+    #: Responses ``previous_response_id``: the answer this request continues; the HTTP edge
+    #: puts that answer's conversation before ``messages`` and clears it.
+    previous_response_id: str | None = None
+    #: Responses ``store: false``: this answer is not kept for a later
+    #: ``previous_response_id``.
+    store: bool = True
 
     def sampling_params_set(self) -> tuple[str, ...]:
         """Names of the sampling parameters the client set (CLI hops ignore these, loudly)."""

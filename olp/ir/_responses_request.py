@@ -14,8 +14,9 @@
 - ``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``/``schema``/
   ``strict``) → the IR's ``response_format`` in Chat Completions' shape;
 - ``max_output_tokens``, ``temperature``, ``top_p``, ``user``, ``stream``;
-  ``previous_response_id`` is refused (OLP keeps no responses: send the whole ``input``),
-  ``store`` is accepted and has no effect.
+- ``previous_response_id`` (the HTTP edge puts that answer's conversation first, or refuses
+  with a 400), ``store`` (``false``: this answer is not kept for a later
+  ``previous_response_id``) and ``prompt_cache_key`` (the conversation's name: ADR 0023).
 
 Every failure is :class:`~olp.ir._validation.InvalidRequest` naming the field.
 """
@@ -31,6 +32,7 @@ from ._validation import (
     INT32_MAX,
     TOOL_NAME,
     InvalidRequest,
+    check_id,
     check_int,
     check_model,
     check_range,
@@ -90,6 +92,7 @@ class _Request(msgspec.Struct, kw_only=True):
     stream: bool | None = None
     store: bool | None = None
     previous_response_id: str | None = None
+    prompt_cache_key: str | None = None
 
 
 _DECODER: Final = msgspec.json.Decoder(_Request)
@@ -108,10 +111,8 @@ def decode_responses_request(body: bytes) -> ChatRequest:
 
 def _convert(w: _Request) -> ChatRequest:
     check_model(w.model)
-    if w.previous_response_id is not None:
-        raise InvalidRequest("'previous_response_id' is not supported: OLP keeps no responses; "
-                             "send the whole conversation in 'input'.", "previous_response_id",
-                             "unsupported_parameter")
+    check_id("previous_response_id", w.previous_response_id)
+    check_id("prompt_cache_key", w.prompt_cache_key)
     check_int("max_output_tokens", w.max_output_tokens, 1, INT32_MAX)
     check_range("temperature", w.temperature, 0, 2)
     check_range("top_p", w.top_p, 0, 1)
@@ -142,6 +143,9 @@ def _convert(w: _Request) -> ChatRequest:
         response_format=_format(w.text.format if w.text is not None else None),
         user=w.user,
         dropped=dropped,
+        conversation=w.prompt_cache_key,
+        previous_response_id=w.previous_response_id,
+        store=w.store is not False,
     )
 
 

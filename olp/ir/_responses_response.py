@@ -20,6 +20,7 @@ from typing import Any, Final
 import msgspec
 
 from ._events import Event, FinishReason, Start, Stop, TextDelta, ToolCallDelta, Usage
+from ._request import Message, TextPart, ToolCall
 
 _ENCODER: Final = msgspec.json.Encoder()
 
@@ -81,6 +82,16 @@ class _Answer:
         return {"id": self.message_id, "type": "message", "status": status,
                 "role": "assistant", "content": content}
 
+    def message(self) -> Message:
+        """The answer as the client echoes it back in a later ``input``: its text, then its
+        function calls (``call_id``, name, arguments) in output order."""
+        text = "".join(self.text)
+        calls = sorted(self.calls.values(), key=lambda c: c.output_index)
+        return Message(role="assistant", content=(TextPart(text=text),) if text else (),
+                       tool_calls=tuple(ToolCall(id=c.call_id, name=c.name,
+                                                 arguments="".join(c.arguments) or "{}")
+                                        for c in calls))
+
     def output(self) -> list[dict[str, Any]]:
         items: list[tuple[int, dict[str, Any]]] = []
         if self.message_index is not None:
@@ -133,6 +144,10 @@ class ResponseBuilder:
     def body(self) -> bytes:
         return _ENCODER.encode(self._answer.response("completed"))
 
+    def answer(self) -> Message:
+        """What was answered, as an assistant :class:`Message` (see ``_Answer.message``)."""
+        return self._answer.message()
+
 
 class ResponseStreamEncoder:
     """SSE frames for one streamed response; every method returns whole frames."""
@@ -149,6 +164,10 @@ class ResponseStreamEncoder:
     @model.setter
     def model(self, value: str) -> None:
         self._answer.model = value
+
+    def answer(self) -> Message:
+        """What was streamed so far, as an assistant :class:`Message`."""
+        return self._answer.message()
 
     def _frame(self, type: str, **fields: Any) -> bytes:
         data = {"type": type, "sequence_number": self._sequence, **fields}

@@ -86,6 +86,18 @@ def check_model(model: str) -> None:
         raise invalid("model", f"longer than {MAX_MODEL_CHARS} characters.")
 
 
+#: The most characters of a client's conversation name or response id.
+MAX_ID_CHARS = 512
+
+
+def check_id(param: str, value: str | None) -> str | None:
+    """A client's conversation name or response id: non-empty, at most
+    :data:`MAX_ID_CHARS` characters."""
+    if value is not None and not 0 < len(value) <= MAX_ID_CHARS:
+        raise invalid(param, f"expected a string of 1 to {MAX_ID_CHARS} characters.")
+    return value
+
+
 def check_range(param: str, value: float | None, lo: float, hi: float) -> None:
     if value is not None and not lo <= value <= hi:
         raise invalid(param, f"expected a number between {lo:g} and {hi:g}, got {value!r}.")

@@ -1,5 +1,6 @@
 """State in one embedded SQLite database under ``OLP_HOME``: keys and their policies, the
-cache, saved engine state, the usage ledger, the audit trail and the CLIs' sessions.
+cache, saved engine state, the usage ledger, the audit trail, the CLIs' sessions and
+Responses answers kept for ``previous_response_id``.
 
 Sync APIs block on disk I/O (for the CLI); the async ones run in worker threads (for Trio).
 """
@@ -24,6 +25,8 @@ from ._keys import AsyncKeyStore as AsyncKeyStore
 from ._keys import KeyService as KeyService
 from ._keys import KeyStore as KeyStore
 from ._keys import import_keys as import_keys
+from ._responses import AsyncResponseStore as AsyncResponseStore
+from ._responses import ResponseStore as ResponseStore
 from ._sessions import AsyncSessionStore as AsyncSessionStore
 from ._sessions import SessionStore as SessionStore
 from ._sessions import StoredSession as StoredSession

@@ -160,6 +160,20 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX cli_sessions_used ON cli_sessions (used_at);
     CREATE INDEX cli_sessions_key ON cli_sessions (key);
     """,
+    # 11: Responses answers kept for `previous_response_id` (olp/store/_responses.py): the
+    # conversation up to and including the answer, per key.
+    """
+    CREATE TABLE responses (
+        id         TEXT PRIMARY KEY,  -- the answer's `resp_…` id
+        key        TEXT NOT NULL,     -- the API key's id: nobody else's request continues it
+        history    BLOB NOT NULL,     -- msgspec: the conversation's messages, answer last
+        bytes      INTEGER NOT NULL,
+        created_at REAL NOT NULL,     -- wall clock
+        used_at    REAL NOT NULL
+    );
+    CREATE INDEX responses_used ON responses (used_at);
+    CREATE INDEX responses_key ON responses (key);
+    """,
 )
 
 

@@ -4,8 +4,10 @@ Playwright's Python package with ``executable_path``, against a running ``olp st
 Login with one password field (a guest key refused, the owner's accepted), a session cookie
 that is ``HttpOnly`` and ``SameSite=Strict`` and expires, the key never in a URL; every panel
 filled with live data; one action (revoking a guest key) that takes effect; a POST without
-the CSRF token refused. Screenshots go to the test's directory (and, with
-``OLP_DASHBOARD_SCREENSHOT=PATH``, the picture in docs/command-line.md is refreshed).
+the CSRF token refused; prompt-cache reuse per key and per provider, from a ledger row the
+test seeds (1,000 input tokens, 600 of them cached: "60 %"). Screenshots go to the test's
+directory (and, with ``OLP_DASHBOARD_SCREENSHOT=PATH``, the picture in docs/command-line.md is
+refreshed).
 
 In CI (``CI=true``) a missing chromium fails the test; elsewhere it skips with the reason
 (``./dev`` installs chromium when it runs as root).
@@ -16,9 +18,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +30,8 @@ import httpx
 import pytest
 import trio
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
+
+from olp.accounting import day_of
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -69,7 +75,7 @@ def browse(proxy: Proxy, chromium: str, guest: str, shots: Path) -> dict[str, An
             page.locator("#recent tbody tr").nth(1).wait_for()
             seen["url"] = page.url
             seen["cookies"] = context.cookies()
-            for panel in ("providers", "quota", "chains", "usage", "recent"):
+            for panel in ("providers", "quota", "chains", "prompt-cache", "usage", "recent"):
                 seen[panel] = page.inner_text(f"#{panel} tbody")
             seen["hit_rate"] = page.text_content("#hit-rate")
             seen["bars"] = page.locator("#trend svg rect").count()
@@ -95,16 +101,29 @@ def browse(proxy: Proxy, chromium: str, guest: str, shots: Path) -> dict[str, An
     return seen
 
 
+def seed_cached_usage(db: Path, key: str) -> None:
+    """One ledger row of today, as the recorder writes it: key ``cachey`` sent 1,000 input
+    tokens to openai (not enabled here: no request of the test reaches it), 600 of them read
+    from the vendor's prompt cache."""
+    with closing(sqlite3.connect(db, timeout=10)) as c, c:
+        c.execute("INSERT INTO usage (day, key, key_name, provider, model, requests, served, "
+                  "prompt_tokens, completion_tokens, cached_tokens) VALUES "
+                  "(?, ?, 'cachey', 'openai', 'gpt-5.5', 1, 1, 1000, 10, 600)",
+                  (day_of(time.time()), key))
+
+
 async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     chromium = _need_chromium()
     home = tmp_path / "home"
     with trio.fail_after(120):
         async with run_proxy(home, config()) as proxy:
-            made = await in_thread(lambda: subprocess.run(
-                [sys.executable, "-m", "olp", "keys", "create", "kid", "--json"],
+            made = [await in_thread(lambda n=name: subprocess.run(
+                [sys.executable, "-m", "olp", "keys", "create", n, "--json"],
                 env={"PATH": "/usr/bin:/bin", "OLP_HOME": str(home)}, capture_output=True,
-                text=True, timeout=30, check=True))
-            kid = json.loads(made.stdout)["key"]
+                text=True, timeout=30, check=True)) for name in ("kid", "cachey")]
+            kid = json.loads(made[0].stdout)["key"]
+            cachey = str(json.loads(made[1].stdout)["id"])
+            await in_thread(lambda: seed_cached_usage(home / "olp.db", cachey))
             for key in (kid, kid, proxy.token):  # usage, a cache hit, recent requests
                 assert (await in_thread(lambda k=key: httpx.post(
                     f"{proxy.url}/v1/chat/completions", timeout=30,
@@ -129,6 +148,14 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
     assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]
     assert "kid" in seen["usage"] and "owner-env" in seen["usage"]
+    keys = {line.split("\t")[0]: line.split("\t")[1:] for line in seen["usage"].splitlines()}
+    assert keys["cachey"][2:4] == ["1,010", "600 (60 %)"]  # tokens; cached (share of input)
+    assert keys["kid"][3] == "0 (0 %)"  # the fake CLI reads nothing from a prompt cache
+    reuse = {line.split("\t")[0]: line.split("\t")[1:]
+             for line in seen["prompt-cache"].splitlines()}
+    assert reuse["openai"] == ["1,000", "600", "60 %"]  # the seeded row: every key's today
+    assert reuse["anthropic"][1:] == ["0", "0 %"] and int(reuse["anthropic"][0]) > 0
+    assert reuse["mistral"] == ["–", "–", "–"]  # no traffic today
     assert "smart" in seen["recent"] and "anthropic/claude-sonnet-4-6" in seen["recent"]
     assert seen["hit_rate"].endswith("%")
     assert seen["bars"] == 30

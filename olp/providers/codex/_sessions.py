@@ -37,6 +37,8 @@ class CodexSessions:
     #: Measured: the rollout holds the call after OLP's kill, and a ``function_call_output``
     #: record appended to it (the next ``ordinal``) is sent as the real result, no filler.
     takes_tool_results = True
+    #: The rollout holds the call when the answer ends: no wait before the kill.
+    settle_s = 0.0
     #: ``exec resume`` refuses an empty prompt; a turn of tool results alone sends this.
     continue_prompt = "Continue."
 

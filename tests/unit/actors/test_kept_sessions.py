@@ -37,6 +37,7 @@ class FakeKit:
     system_in_prompt = False
     takes_tool_results = False
     continue_prompt = "Continue."
+    settle_s = 0.0
 
     def __init__(self) -> None:
         self.written_n = 0

@@ -161,4 +161,4 @@ async def test_the_ledger_metrics_and_dashboard_count_cached_input(
     assert 'olp_cached_input_tokens_total{provider="anthropic"} 2048.0' in text.splitlines()
     assert 'olp_tokens_total{kind="prompt",provider="anthropic"} 2400.0' in text.splitlines()
     today = _dashboard_figures(world.db, time.time())["usage_today"]["1"]
-    assert today == {"requests": 2, "tokens": 2410, "cached_tokens": 2048}
+    assert today == {"requests": 2, "tokens": 2410, "prompt_tokens": 2400, "cached_tokens": 2048}

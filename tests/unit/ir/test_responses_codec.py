@@ -71,7 +71,8 @@ def test_items_map_onto_the_ir() -> None:
 
 
 @pytest.mark.parametrize(("body", "param"), [
-    ({"previous_response_id": "resp_1"}, "previous_response_id"),
+    ({"previous_response_id": ""}, "previous_response_id"),
+    ({"prompt_cache_key": "k" * 513}, "prompt_cache_key"),
     ({"input": []}, "input"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
     ({"input": [{"type": "computer_call"}]}, "input[0].type"),
