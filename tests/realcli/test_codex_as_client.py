@@ -7,7 +7,6 @@ exists for (its long instructions, its developer messages, its own tools)."""
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -107,8 +106,11 @@ async def test_a_call_of_codexs_own_tool_comes_back_to_codex_and_its_result_goes
                 and e["item"].get("type") == "agent_message"]
     assert messages and messages[-1].startswith(RESULT_PREFIX), detail
     # Two upstream turns: the call, then the answer from codex's result (the command's output,
-    # which only codex running it could produce), rendered in claude's prompt. codex 0.171's
-    # --json prints no item for an exec_command run.
+    # which only codex running it could produce). claude's kept session takes it as a real
+    # tool_result block (issue #25). codex 0.171's --json prints no item for an exec_command run.
     assert len(mock.requests) == 2
-    prompt = json.dumps(mock.requests[1]["body"]["messages"])
-    assert re.search(r"exec_command returned\][^\[]*olp-was-here", prompt), prompt[-3000:]
+    messages = mock.requests[1]["body"]["messages"]
+    results = [b for m in messages if m["role"] == "user" and isinstance(m["content"], list)
+               for b in m["content"] if b.get("type") == "tool_result"]
+    assert any("olp-was-here" in json.dumps(b["content"]) for b in results), \
+        json.dumps(messages)[-3000:]

@@ -19,23 +19,28 @@ match wins:
    ``context_length`` / ``CONTEXT_LENGTH``.
 6. HTTP 404 or "is not found for API version" → ``client_error`` /
    ``UPSTREAM_CLIENT_ERROR`` (404).
-7. HTTP 400/413/422, exit 42 ("No input provided", ``FatalInputError``) → ``client_error`` /
+7. "Error importing session from file" (exit 42: gemini could not read the session file OLP
+   wrote from the history, ``_history.py``) → ``unknown`` / ``CONFIG_ERROR``: OLP's fault,
+   not the client's, and the same history fails the same way again, so the chain moves on
+   (no retry on this hop, no circuit).
+8. HTTP 400/413/422, exit 42 ("No input provided", ``FatalInputError``) → ``client_error`` /
    ``UPSTREAM_CLIENT_ERROR`` (the status, else 400).
-8. HTTP 503/529 or "overloaded" → ``unavailable`` / ``OVERLOADED``.
-9. Other 5xx → ``unavailable`` / ``UPSTREAM_5XX``.
-10. Timeouts ("timed out", ``ETIMEDOUT``, undici's ``Headers Timeout``/``Body Timeout``) →
+9. HTTP 503/529 or "overloaded" → ``unavailable`` / ``OVERLOADED``.
+10. Other 5xx → ``unavailable`` / ``UPSTREAM_5XX``.
+11. Timeouts ("timed out", ``ETIMEDOUT``, undici's ``Headers Timeout``/``Body Timeout``) →
     ``unavailable`` / ``UPSTREAM_TIMEOUT``.
-11. A connection that failed or broke ("[API Error: terminated]", "fetch failed", "other side
+12. A connection that failed or broke ("[API Error: terminated]", "fetch failed", "other side
     closed", ``ECONNREFUSED``, ``ECONNRESET``, "socket hang up") → ``unavailable`` /
     ``CONNECTION_FAILED``.
-12. "empty response" → ``unavailable`` / ``UPSTREAM_UNAVAILABLE`` (transient, per the CLI).
-13. Exit 52/55 or configuration phrasing ("not running in a trusted directory", "Unknown
+13. "empty response" → ``unavailable`` / ``UPSTREAM_UNAVAILABLE`` (transient, per the CLI).
+14. Exit 52/55 or configuration phrasing ("not running in a trusted directory", "Unknown
     arguments", "Invalid values", "Invalid policy rule") → ``auth`` / ``CONFIG_ERROR``.
-14. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (advances the chain).
+15. Anything else → ``unknown`` / ``UPSTREAM_ERROR`` (advances the chain).
 
 
 The error shapes and exit codes behind each rule:
-``tests/fixtures/cli-reference/gemini/README.md``, "How OLP classifies failures".
+``tests/fixtures/cli-reference/gemini/README.md``, "How OLP classifies failures"; rule 7:
+``tests/fixtures/cli-reference/gemini/sessions/README.md``.
 """
 
 from __future__ import annotations
@@ -71,6 +76,8 @@ _TIMEOUT: Final = ("timed out", "etimedout", "headers timeout", "body timeout",
 _CONNECTION: Final = ("[api error: terminated]", "fetch failed", "other side closed",
                       "econnrefused", "econnreset", "socket hang up", "und_err_socket",
                       "enotfound", "eai_again")
+#: gemini's words when it cannot load ``--session-file`` (missing, empty, not its format).
+SESSION_FILE_REFUSED: Final = "error importing session from file"
 _CONFIG: Final = ("not running in a trusted directory", "unknown arguments", "invalid values",
                   "invalid policy rule", "invalid configuration")
 #: Google's daily quotas reset at midnight in this zone.
@@ -134,6 +141,7 @@ RULES: Final[tuple[Rule[_Facts], ...]] = (
     Rule(Code.UPSTREAM_CLIENT_ERROR, "client_error",
          lambda f: f.status == 404 or "is not found for api version" in f.text,
          status=lambda f: 404),
+    Rule(Code.CONFIG_ERROR, "unknown", lambda f: SESSION_FILE_REFUSED in f.text),
     Rule(Code.UPSTREAM_CLIENT_ERROR, "client_error",
          lambda f: f.status in (400, 413, 422) or f.exit_code == 42
          or has_any(f.text, _NO_INPUT),
@@ -147,7 +155,7 @@ RULES: Final[tuple[Rule[_Facts], ...]] = (
     Rule(Code.CONFIG_ERROR, "auth",
          lambda f: f.exit_code in (52, 55) or has_any(f.text, _CONFIG)),
 )
-"""gemini-cli's rules 1-13 of the module docstring, in order; rule 14 is :data:`_OTHERWISE`."""
+"""gemini-cli's rules 1-14 of the module docstring, in order; rule 15 is :data:`_OTHERWISE`."""
 
 _OTHERWISE: Final[Rule[_Facts]] = Rule(Code.UPSTREAM_ERROR, "unknown", always)
 

@@ -10,6 +10,10 @@ would inline its files). ``response_format`` → an instruction at the head of t
 images → :class:`CapabilityMissing`. A request's tools reach the model only through OLP's
 bridge (:func:`tools_settings`, :data:`TOOLS_POLICY`). What each setting does and how it was
 measured: ``tests/fixtures/cli-reference/gemini/README.md``, "Invocation: why each setting".
+
+A conversation with earlier text turns goes as a session file instead (``_history.py``):
+``--session-file`` names it on argv (a path in the private home, as the CLI sees it), the
+earlier turns are real upstream ``contents``, and only the last user turn is on stdin.
 """
 
 from __future__ import annotations
@@ -33,6 +37,15 @@ from olp.ir import ChatRequest, ImagePart
 from olp.providers._prompt import flatten_prompt, json_instruction, system_text
 
 from ._credentials import API_KEY_AUTH, AUTH_TYPE_VAR
+from ._history import (
+    COMMAND_GUARD,
+    SESSION_FILE,
+    SESSION_FLAG,
+    guard_turn,
+    history_settings,
+    session_text,
+    split_history,
+)
 
 SETTINGS_FILE: Final = ".gemini/settings.json"
 POLICY_FILE: Final = ".gemini/policies/olp-deny-all.toml"
@@ -70,8 +83,6 @@ TOOLS_POLICY: Final = (f'[[rule]]\nmcpName = "{SERVER_NAME}"\ntoolName = "*"\n'
 #: Always in the spawn's environment (after the provider's ``env``: not overridable).
 FIXED_ENV: Final = {"GEMINI_CLI_NO_RELAUNCH": "true"}
 BASE_ARGS: Final = ("-p", "", "-o", "stream-json")
-#: What :func:`guard_prompt` puts in front of a text the CLI would run as a command.
-COMMAND_GUARD: Final = "\u200b"
 #: A text the CLI runs as a command: ``/`` after any blanks JavaScript's ``trim`` removes
 #: (Python's ``\s`` covers them all but the BOM, and a few more: over-guarding is harmless).
 _COMMAND: Final = re.compile(r"[\s\ufeff]*/")
@@ -100,6 +111,10 @@ def build_prompt(request: ChatRequest) -> str:
     return guard_prompt(prompt)
 
 
+def _text(settings: dict[str, Any]) -> str:
+    return json.dumps(settings, indent=2, sort_keys=True) + "\n"
+
+
 def tools_settings(home: Path) -> dict[str, Any]:
     """:data:`SETTINGS` for a spawn with the request's tools: the bridge (its tools file in
     ``home``) as the one MCP server, and the only one allowed. ``tools.core: []`` still keeps
@@ -124,10 +139,17 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
                   SYSTEM_FILE: system_text(request.messages)}
     tools = offered_tools(request)
     if tools:
-        home_files[SETTINGS_FILE] = json.dumps(tools_settings(home), indent=2,
-                                               sort_keys=True) + "\n"
+        home_files[SETTINGS_FILE] = _text(tools_settings(home))
         home_files[POLICY_FILE] = TOOLS_POLICY
         home_files[TOOLS_FILE] = tools_file_text(tools)
+    history = split_history(request)
+    if history is None:
+        prompt = build_prompt(request)
+    else:  # the earlier turns in the session file, the last one on stdin
+        earlier, last = history
+        home_files[SESSION_FILE] = session_text(earlier)
+        home_files[SETTINGS_FILE] = _text(history_settings(SETTINGS))
+        argv += [SESSION_FLAG, str(home / SESSION_FILE)]
+        prompt = guard_turn(last.text())
     env = {**FIXED_ENV, "GEMINI_SYSTEM_MD": str(system_md)}
-    return Invocation(argv=argv, stdin=build_prompt(request).encode("utf-8"), env=env,
-                      home_files=home_files)
+    return Invocation(argv=argv, stdin=prompt.encode("utf-8"), env=env, home_files=home_files)

@@ -7,7 +7,9 @@
 * ``error`` lines are remembered; ``result`` ``success`` → :class:`Usage`, an error result is
   classified at the exit, with the exit code;
 * at the exit: stderr saying the bridge failed → ``TOOL_BRIDGE_FAILED``; no ``result`` line is
-  never a success; otherwise classified from the result, stderr and exit code.
+  never a success; a ``success`` whose stats name no model (gemini called none: it sends
+  nothing when the conversation overflows the model's window, and says only "success") →
+  ``CONTEXT_LENGTH``; otherwise classified from the result, stderr and exit code.
 
 A run with OLP's bridge (``hold_text``) holds text and usage back until the exit
 (:meth:`GeminiParser.trailer`): only stderr tells that the bridge failed. Every line, every
@@ -21,7 +23,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import msgspec
 
@@ -41,6 +43,10 @@ TOOL_PREFIX: Final = f"mcp_{SERVER_NAME}_"
 WAIT_FOR_PREVIOUS: Final = "wait_for_previous"
 #: gemini's stderr when an MCP server (the bridge) failed to start or to list its tools.
 BRIDGE_FAILED: Final = "MCP issues detected"
+#: The message of a ``success`` without an upstream call (measured: a history over the window;
+#: ``tests/fixtures/cli-reference/gemini/sessions/README.md``, "What OLP does (built)").
+NOTHING_SENT: Final = ("gemini sent nothing upstream and reported success: the conversation "
+                       "does not fit the model's context window")
 _LINE_LIMIT: Final = 2000  # one line of the CLI's own words (the message is cut later)
 #: stderr lines every run prints (``TERM=dumb``, no ripgrep): not the error.
 _NOISE: Final = ("Warning: Basic terminal detected", "Warning: 256-color support not detected",
@@ -71,6 +77,7 @@ class _Stats(msgspec.Struct):
     input_tokens: int = 0
     output_tokens: int = 0
     cached: int = 0
+    models: dict[str, Any] | None = None  # per model called; ``{}``: no upstream call
 
 
 class _Result(msgspec.Struct):
@@ -147,7 +154,7 @@ class GeminiParser(JsonLinesParser):
 
     def _on_result(self, result: _Result) -> Sequence[Event]:
         self._result = result
-        if result.status != "success" or result.stats is None:
+        if result.status != "success" or result.stats is None or _called_none(result):
             return ()
         return self._out(Usage(prompt_tokens=result.stats.input_tokens,
                                completion_tokens=result.stats.output_tokens,
@@ -159,6 +166,8 @@ class GeminiParser(JsonLinesParser):
                            "(its MCP server) and answered without the request's tools")
         result = self._result
         if result is not None and result.status == "success":
+            if returncode == 0 and _called_none(result):
+                return failure(Code.CONTEXT_LENGTH, NOTHING_SENT)
             if returncode == 0:
                 return Stop(finish_reason="stop")
             return failure(Code.CLI_FAILED,
@@ -173,6 +182,11 @@ class GeminiParser(JsonLinesParser):
                            "(interrupted)")
         text = mask_secrets(self._error_line) or stderr_message(stderr_tail)
         return classify(Failure(text=text, exit_code=returncode), now=self._now())
+
+
+def _called_none(result: _Result) -> bool:
+    """A ``success`` with no model in its stats: gemini sent nothing upstream."""
+    return result.stats is not None and result.stats.models == {}
 
 
 def parser_for(workdir: Path) -> GeminiParser:

@@ -10,6 +10,7 @@ from olp.providers.kit import ProviderAdapter, ProviderSpec
 from . import _credentials
 from ._invocation import build_invocation
 from ._parser import QwenParser
+from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
     name="qwen",
@@ -40,9 +41,14 @@ SPEC = ProviderSpec(
     warm=None,
     warm_reason="qwen reads its prompt once, ~3.5 s after start, with a 500 ms window: a "
                 "process started ahead of its prompt treats stdin as empty",
+    # qwen resumes a copied session at the same cwd (/olp/job/work; proven by
+    # tests/realcli/test_sessions_real_qwen.py), but off by default: its date reminder moves
+    # to the newest user turn on every request, so a resumed turn leaves ~2.5 turns uncached,
+    # the flattened history ~1.2 (measured: 2,340 vs 1,151 characters per 951-character turn)
+    sessions=False,
 )
 
 #: qwen in ``-o stream-json --include-partial-messages`` mode, prompt on stdin.
 ADAPTER: Final[ProviderAdapter] = ProviderAdapter(
     name=SPEC.name, build_invocation=build_invocation, parser_for=lambda workdir: QwenParser(),
-    credentials=_credentials)
+    credentials=_credentials, sessions=SESSIONS)

@@ -97,8 +97,9 @@ def test_stdin_never_begins_with_a_slash(text: str) -> None:
 
 
 def test_a_conversation_is_flattened_and_guarded() -> None:
+    # a tool result keeps the flattened prompt (plain text turns: test_gemini_history.py)
     stdin = invoke(request(("system", "S"), ("user", "/init"), ("assistant", "ok"),
-                           ("user", "again"))).stdin.decode()
+                           ("tool", "42"), ("user", "again"))).stdin.decode()
     assert stdin.startswith("The conversation so far is below.")
     assert "User:\n/init" in stdin and "S" not in stdin.split("\n", 1)[0]
 
