@@ -120,8 +120,8 @@ class CliRunner:
             turn = await open_turn(kept[0], kept[1], request, provider=self.adapter.name,
                                    model=model, owner=owner)
             if turn.stored is not None:  # reads the kept files: off the Trio thread
-                turn.usage_before = await trio.to_thread.run_sync(kept[1].usage_before,
-                                                                  turn.stored.files)
+                turn.usage_before = await kept[0].offload(
+                    functools.partial(kept[1].usage_before, turn.stored.files))
             emit = turn.tap(emit, model)
         if terminal is None and (turn is None or turn.stored is None) \
                 and (lease := self._take_warm(request, model)) is not None:

@@ -16,11 +16,12 @@ its rollout); any other turn starts afresh with the whole history.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import msgspec
 import trio
@@ -40,8 +41,14 @@ from olp.ir._conversation import continuation, resume_points
 from olp.store import AsyncSessionStore, StoredSession
 
 Emit = Callable[[Event], Awaitable[None]]
-#: Runs a blocking call off the Trio thread (``trio.to_thread.run_sync``).
-Offload = Callable[[Callable[[], bool]], Awaitable[bool]]
+_T = TypeVar("_T")
+
+
+class Offload(Protocol):
+    """Runs a blocking call off the Trio thread (``trio.to_thread.run_sync``; tests under
+    the MockClock run it inline, since a worker thread lets the clock jump)."""
+
+    def __call__(self, fn: Callable[[], _T], /) -> Awaitable[_T]: ...
 
 
 class SessionKit(Protocol):
@@ -97,7 +104,7 @@ class SessionPolicy:
     store: AsyncSessionStore
     ttl_s: float = 3600.0
     clock: Callable[[], float] = time.time
-    #: How a session file is read while the CLI writes it (tests: inline, for MockClock).
+    #: How session files are read and parsed (tests: inline, for the MockClock).
     offload: Offload = trio.to_thread.run_sync
 
 
@@ -189,8 +196,9 @@ async def open_turn(policy: SessionPolicy, kit: SessionKit, request: ChatRequest
         if stored is None:
             break
         if results:  # parsing a rollout that may be megabytes: off the Trio thread
-            files = await trio.to_thread.run_sync(
-                kit.with_tool_results, stored.files, [m.text() for m in results])
+            outputs = [m.text() for m in results]
+            files = await policy.offload(
+                functools.partial(kit.with_tool_results, stored.files, outputs))
             if files is None:
                 turn.evicted = "tool_results"
                 break
@@ -246,7 +254,7 @@ async def keep_turn(policy: SessionPolicy, kit: SessionKit, turn: Turn, home: Pa
         found = kit.written(home, resumed=resumed)
         return found if found is not None and kit.complete(found[1], answer) else None
 
-    found = await trio.to_thread.run_sync(read)
+    found = await policy.offload(read)
     if found is None:
         return False
     now = policy.clock()

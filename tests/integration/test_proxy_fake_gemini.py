@@ -58,6 +58,26 @@ async def test_a_guarded_prompt_system_file_and_an_empty_workdir(tmp_path: Path)
     assert not any(alive(p) for p in pids_from(tmp_path / "pids"))
 
 
+async def test_earlier_turns_go_as_a_session_file_and_only_the_last_on_stdin(
+        tmp_path: Path) -> None:
+    """Issue #25: gemini loads the earlier turns (`--session-file`), stdin holds the new one."""
+    history = [{"role": "system", "content": "Be terse."},
+               {"role": "user", "content": "First question."},
+               {"role": "assistant", "content": "First answer."},
+               {"role": "user", "content": "/second"}]
+    with trio.fail_after(30):
+        async with run_proxy(tmp_path / "home", config(tmp_path, "success", FAKE_GEMINI_ECHO="1"),
+                             env=proxy_env(tmp_path)) as proxy:
+            echo = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="gemini", messages=history))
+    digest = json.loads(echo.choices[0].message.content or "")
+    assert digest["stdin"] == "\u200b/second"
+    assert digest["system_md"] == "Be terse."
+    assert [(m["type"], m["content"]) for m in digest["session_messages"]] == [
+        ("user", [{"text": "First question."}]), ("gemini", "First answer.")]
+    assert "--session-file" in digest["argv"]
+
+
 async def test_token_deltas_and_usage(tmp_path: Path) -> None:
     with trio.fail_after(30):
         async with run_proxy(tmp_path / "home", config(tmp_path, "success"),

@@ -6,8 +6,9 @@ tests/fixtures/cli-reference/gemini/README.md):
 
   argv     ``-p/--prompt TEXT``, ``-o/--output-format text|json|stream-json``, ``-m/--model M``,
            ``--skip-trust``, ``--approval-mode M``, ``-d/--debug``, ``-v/--version`` (prints
-           ``0.61.0``); anything else exits 1 with ``Unknown arguments: ...``. Only
-           ``-o stream-json`` is faked.
+           ``0.61.0``), ``--session-file FILE`` (a JSON session with a ``messages`` list; a
+           missing or unreadable one exits 42 with the real message); anything else exits 1
+           with ``Unknown arguments: ...``. Only ``-o stream-json`` is faked.
   trust    without ``--skip-trust`` (or ``GEMINI_CLI_TRUST_WORKSPACE=true``) exit 55.
   auth     ``security.auth.selectedType`` from ``$HOME/.gemini/settings.json``, ``${VAR}`` and
            ``${VAR:-default}`` resolved from the environment as the real CLI does;
@@ -26,7 +27,7 @@ tests/fixtures/cli-reference/gemini/README.md):
                                   (default 0.01)
            FAKE_GEMINI_ECHO=1     the answer is one delta, a JSON digest of what the fake got:
                                   {model, stdin, system_md, settings_tools_core, cwd_files,
-                                  argv, env_keys}
+                                  argv, env_keys, session_messages}
            FAKE_GEMINI_PIDFILE    append "<pid> <grandchild_pid>" before printing anything
   signals  SIGTERM → exit 0 without a ``result`` line, as the real CLI does with
            ``GEMINI_CLI_NO_RELAUNCH=true`` (the grandchild is left for the caller's group kill).
@@ -74,7 +75,8 @@ WARNINGS = ("Warning: Basic terminal detected (TERM=dumb). Visual rendering will
             "the best experience, use a terminal emulator with truecolor support.\n")
 _VAR = re.compile(r"\$(?:(\w+)|{([^}]+?)(?::-([^}]*))?})")
 _FLAGS = {"-p": "prompt", "--prompt": "prompt", "-o": "output", "--output-format": "output",
-          "-m": "model", "--model": "model", "--approval-mode": "approval"}
+          "-m": "model", "--model": "model", "--approval-mode": "approval",
+          "--session-file": "session_file"}
 
 grandchild: subprocess.Popen[bytes] | None = None
 
@@ -151,6 +153,22 @@ def check_auth(conf: dict[str, Any]) -> None:
         leave(41, "Invalid auth method selected.")
 
 
+def load_session(path: str | None) -> list[Any] | None:
+    """The ``messages`` of ``--session-file``; exit 42 as the real CLI does when the file is
+    missing or not a session (tests/fixtures/cli-reference/gemini/sessions/README.md)."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+        messages = data["messages"]
+        if not isinstance(messages, list):
+            raise TypeError(path)
+    except (OSError, ValueError, KeyError, TypeError):
+        leave(42, "Error importing session from file: File not found or invalid format: "
+                  f"{path}")
+    return messages
+
+
 def emit(obj: dict[str, Any], delay: float) -> None:
     time.sleep(delay)
     sys.stdout.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -165,6 +183,7 @@ def main() -> None:
         leave(55, UNTRUSTED)
     conf = settings()
     check_auth(conf)
+    session_messages = load_session(opts.get("session_file"))
     stdin = sys.stdin.read()
     prompt = f"{stdin}\n\n{opts['prompt']}" if stdin and opts.get("prompt") else \
         (stdin or opts.get("prompt") or "")
@@ -226,7 +245,7 @@ def main() -> None:
                 "system_md": Path(system_md).read_text() if system_md else None,
                 "settings_tools_core": conf.get("tools", {}).get("core"),
                 "cwd_files": sorted(os.listdir(".")), "argv": sys.argv[1:],
-                "env_keys": sorted(os.environ)})
+                "env_keys": sorted(os.environ), "session_messages": session_messages})
         emit(obj, delay)
     if folder == TOOL_TRANSCRIPTS:
         if meta["exit_code"] == -signal.SIGKILL:  # the real CLI waited on tools/call
