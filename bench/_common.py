@@ -72,6 +72,22 @@ def base_env(home: Path, tmp: Path, path: str | None = None) -> dict[str, str]:
     return env
 
 
+def unchecked(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with ``lockdown_check: false`` for every CLI provider that does not set it:
+    the benchmarks measure requests, and the fakes talk to no API for the check to see (the
+    check's own cost: docs/adr/0024-lockdown-self-check.md)."""
+    from olp.providers import kit
+
+    out = json.loads(json.dumps(config))
+    providers = out.setdefault("providers", {})
+    for spec in kit.builtin_specs():
+        if spec.kind == "cli":
+            block = providers.setdefault(spec.name, {})
+            if isinstance(block, dict):
+                block.setdefault("lockdown_check", False)
+    return out
+
+
 def start_olp(root: Path, config: Mapping[str, Any], providers: Iterable[str], *,
               name: str = "proxy", path: str | None = None,
               env: Mapping[str, str] | None = None) -> Server:
@@ -81,7 +97,7 @@ def start_olp(root: Path, config: Mapping[str, Any], providers: Iterable[str], *
     home, tmp = root / "olp-home", root / "olp-tmp"  # tmp: the proxy's per-job directories
     home.mkdir()
     tmp.mkdir()
-    (home / "config.json").write_text(json.dumps(config))
+    (home / "config.json").write_text(json.dumps(unchecked(config)))
     full_env = {**base_env(home, tmp, path), "OLP_HOME": str(home), "OLP_PORT": "0",
                 "OLP_BIND": "127.0.0.1", "OLP_OWNER_TOKEN": OWNER_TOKEN,
                 "OLP_LOG_LEVEL": "info", **(env or {})}

@@ -2,6 +2,7 @@
 
 
 from ._actor import ActorStatistics as ActorStatistics
+from ._actor import Admission as Admission
 from ._actor import JobRunner as JobRunner
 from ._actor import ProviderActor as ProviderActor
 from ._actor import Ticket as Ticket

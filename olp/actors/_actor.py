@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import trio
 
 from olp.failures import Code, failure
-from olp.ir import ChatRequest, Event, is_terminal
+from olp.ir import ChatRequest, Error, Event, is_terminal
 
 from ._warm import PoolStatistics, WarmPool
 
@@ -33,6 +33,24 @@ class JobRunner(Protocol):
         """Emit events, the last of them terminal; on cancellation clean up and re-raise.
         ``owner``: whose conversation this is (the API key's id; ``None``: nobody's), the
         scope of a CLI's kept session."""
+        ...
+
+
+class Admission(Protocol):
+    """Whether a provider may take jobs now (the lockdown gate, :mod:`olp.lockdown`)."""
+
+    async def admit(self) -> Error | None:
+        """``None`` to run the job; else the error that answers it. May block (a check
+        in progress); cancellation just stops the wait."""
+        ...
+
+    def status(self) -> dict[str, Any]:
+        """The decision as ``/health`` shows it (``state``, ``line``, …)."""
+        ...
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = ...) -> None:
+        """What keeps the decision current (the checks), run by the actor beside its jobs
+        until the actor stops or is retired."""
         ...
 
 
@@ -79,14 +97,17 @@ class ProviderActor:
     At most ``max_concurrent`` jobs run at once; a job that finds every slot taken is
     answered ``CONCURRENCY_LIMIT`` at once instead of queueing (the fallback chain exists
     for overflow). ``pool`` is the runner's warm pool (:mod:`olp.actors._warm`), which the
-    actor runs beside its jobs and ends with them.
+    actor runs beside its jobs and ends with them. ``admission``, when given, decides each
+    job before it takes a slot (a refusal answers the job; nothing is spawned).
     """
 
     def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int,
-                 pool: WarmPool[Any, Any] | None = None) -> None:
+                 pool: WarmPool[Any, Any] | None = None,
+                 admission: Admission | None = None) -> None:
         self.name = name
         self.runner = runner
         self.pool = pool
+        self.admission = admission
         self.limiter = trio.CapacityLimiter(max_concurrent)
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
         self._jobs_started = 0
@@ -108,10 +129,14 @@ class ProviderActor:
             async with trio.open_nursery() as nursery:
                 if self.pool is not None:
                     await nursery.start(self.pool.run)
+                checks = trio.CancelScope()
+                if self.admission is not None:
+                    nursery.start_soon(self._admission_service, checks)
                 task_status.started()
                 with self._inbox_recv:
                     async for job in self._inbox_recv:
                         nursery.start_soon(self._serve, job, name=f"{self.name}:job")
+                checks.cancel()
                 if self.pool is not None:  # retired: no job will take a warm process
                     self.pool.close()
         finally:
@@ -151,8 +176,17 @@ class ProviderActor:
         if self.pool is not None:
             self.pool.close()
 
+    async def _admission_service(self, scope: trio.CancelScope) -> None:
+        assert self.admission is not None
+        with scope:
+            await self.admission.serve()
+
     async def _serve(self, job: _Job) -> None:
         with job.reply, job.scope:
+            if self.admission is not None and (refused := await self.admission.admit()):
+                self._jobs_refused += 1
+                await _send_quietly(job, refused)
+                return
             try:
                 self.limiter.acquire_nowait()
             except trio.WouldBlock:

@@ -15,6 +15,7 @@ import trio
 
 from olp.config import Settings, load_registry
 from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
+from olp.lockdown import Verdict
 from olp.providers import kit
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, registry_refusal
@@ -47,6 +48,14 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
                 report.problems.append(problem)
                 report.fixes.append(f"add the directories it needs to providers."
                                     f"{report.name}.sandbox_read_only")
+    verdicts = trio.run(_lockdown_all, [r for r in runtime.reports.values()
+                                        if r.gate is not None and r.gate.enabled])
+    for name, verdict in verdicts.items():
+        if not verdict.ok:
+            runtime.reports[name].problems.append(f"lockdown {verdict.line()}")
+            runtime.reports[name].fixes.append(
+                "install a CLI version whose lockdown holds (olp doctor names the tools), or "
+                f"take the risk: providers.{name}.lockdown_check: false")
     usable = [r for r in runtime.reports.values() if r.usable]
     for report in runtime.reports.values():
         state = "ok" if report.usable else ("disabled" if not report.enabled else "PROBLEM")
@@ -69,6 +78,10 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
             refused = registry_refusal(runtime.providers[report.name], settings)
             if refused is not None:
                 say(f"  no chain:    its models answer 404: {refused}")
+        if report.gate is not None:
+            found = verdicts.get(report.name)
+            say("  lockdown: " + (found.line() if found is not None
+                                 else "not checked (lockdown_check: false)"))
         if report.sandbox == "bubblewrap":
             say("  sandbox:     bubblewrap (sees only the system, its installation and its "
                 "own temporary home)")
@@ -87,6 +100,20 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
         answered = any(o.startswith("ok") for o in results.values())
         return 0 if answered and not router.unusable_chains else 1
     return 0 if usable and not router.unusable_chains else 1
+
+
+async def _lockdown_all(reports: list[provider_actors.Report]) -> dict[str, Verdict]:
+    """Each gated CLI's verdict (kept, or checked now, all at once)."""
+    verdicts: dict[str, Verdict] = {}
+
+    async def one(report: provider_actors.Report) -> None:
+        assert report.gate is not None
+        verdicts[report.name] = await report.gate.verify()
+
+    async with trio.open_nursery() as nursery:
+        for report in reports:
+            nursery.start_soon(one, report)
+    return verdicts
 
 
 async def _probe_all(runtime: provider_actors.Runtime, names: list[str]) -> dict[str, str]:

@@ -75,6 +75,7 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     # None: the kit's default (on where measured to work)
     sessions: bool | None = None
     session_ttl_s: Positive = 3600.0  # a kept session unused this long is dropped
+    lockdown_check: bool = True  # self-check the CLI's lockdown before it serves (#26)
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "

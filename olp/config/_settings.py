@@ -46,6 +46,7 @@ class ProviderSettings:
     warm_ttl_s: float = 600.0
     sessions: bool = False  # the CLI's own session kept between turns (issue #25)
     session_ttl_s: float = 3600.0
+    lockdown_check: bool = True  # the self-check before the CLI serves (issue #26)
 
     @property
     def spec(self) -> kit.ProviderSpec | None:
@@ -131,6 +132,7 @@ class Settings:
             warm_ttl_s=block.warm_ttl_s,
             sessions=block.sessions if block.sessions is not None else spec.sessions,
             session_ttl_s=block.session_ttl_s,
+            lockdown_check=block.lockdown_check,
         )
 
 

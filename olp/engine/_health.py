@@ -23,6 +23,9 @@ from typing import Any
 from olp.failures import Code
 from olp.ir import Error
 
+#: Refusals that say nothing of the upstream's health: no circuit counts them.
+_NOT_HEALTH = frozenset({Code.CONCURRENCY_LIMIT, Code.LOCKDOWN_FAILED})
+
 
 @dataclass(frozen=True, slots=True)
 class HealthPolicy:
@@ -106,7 +109,7 @@ class HealthBook:
         elif error.category == "billing":
             self._cooldowns[(provider, "")] = (now + p.billing_s, "billing", error.message[:120])
             self.version += 1
-        elif error.category == "unavailable" and error.code != Code.CONCURRENCY_LIMIT:
+        elif error.category == "unavailable" and error.code not in _NOT_HEALTH:
             circuit = self._circuits.setdefault(provider, _Circuit())
             if circuit.probing:
                 circuit.probing = False

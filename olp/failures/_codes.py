@@ -43,6 +43,7 @@ class Code(StrEnum):
     OUTPUT_TOO_LONG = "OUTPUT_TOO_LONG"  # one output line over the reader's limit
     STREAM_ABANDONED = "STREAM_ABANDONED"  # claude gave up a silent upstream stream
     CAPABILITY = "CAPABILITY"  # the request needs something this hop cannot do
+    LOCKDOWN_FAILED = "LOCKDOWN_FAILED"  # skipped: the CLI has not passed its self-check
 
     # -- tool calls on a CLI hop (the bridge and the tool gate) ----------------------------
     TOOL_CALL_INVALID = "TOOL_CALL_INVALID"  # an unknown tool, or arguments not a JSON object
@@ -102,6 +103,7 @@ DEFAULT_CATEGORY: Final[Mapping[Code, Category]] = {
     Code.OUTPUT_TOO_LONG: "unknown",
     Code.STREAM_ABANDONED: "unavailable",
     Code.CAPABILITY: "client_error",
+    Code.LOCKDOWN_FAILED: "unavailable",
     Code.TOOL_CALL_INVALID: "unavailable",
     Code.TOOL_CHOICE_UNMET: "unavailable",
     Code.TOOL_BRIDGE_FAILED: "unavailable",

@@ -246,4 +246,5 @@ def _actor_stats(actor: ProviderActor) -> dict[str, Any]:
     return {"running": True, "in_flight": stats.in_flight,
             "max_concurrent": stats.max_concurrent, "jobs_started": stats.jobs_started,
             "jobs_refused": stats.jobs_refused,
-            "warm": dataclasses.asdict(stats.warm) if stats.warm is not None else None}
+            "warm": dataclasses.asdict(stats.warm) if stats.warm is not None else None,
+            "lockdown": actor.admission.status() if actor.admission is not None else None}

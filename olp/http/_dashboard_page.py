@@ -118,6 +118,11 @@ function render() {
     let st = p.running ? '<span class="ok">ready</span>' : `<span class="bad">not running</span>`;
     for (const c of p.cooling || []) st = `<span class="warn">cooling ${esc(c.reason)} · ${left(c.until)}</span>`;
     if (p.circuit_open) st = '<span class="bad">circuit open</span>';
+    const lk = p.lockdown;
+    if (lk && lk.state === "failed") st = `<span class="bad lockdown">lockdown ${esc(lk.line)}</span>`;
+    else if (lk && lk.state === "pending") st = '<span class="warn lockdown">lockdown being checked</span>';
+    else if (lk && lk.state === "off") st += '<div class="warn lockdown">lockdown not checked</div>';
+    else if (lk && lk.state === "verified") st += `<div class="mute lockdown">lockdown ${esc(lk.line)}</div>`;
     const problems = (p.problems || []).map(esc).join("; ");
     return row([`<b>${esc(name)}</b><div class="mute">${esc((p.binary || "").split("/").pop())} ${esc(p.version || "")}</div>`,
       st + (problems ? `<div class="mute">${problems}</div>` : ""),

@@ -32,6 +32,7 @@ from olp.actors import (
 )
 from olp.actors._toolbridge import bridge_read_roots
 from olp.config import ProviderSettings, Settings, resolve_binary
+from olp.lockdown import TARGETS, LockdownGate, VerdictStore, verifier
 from olp.providers import kit
 from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.runtime.routing import Provider
@@ -57,6 +58,7 @@ class Report:
     sandbox: str | None = None  # "bubblewrap" when spawns are confined, "off" when opted out
     problems: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
+    gate: LockdownGate | None = None  # the CLI's lockdown self-check (issue #26)
 
     @property
     def usable(self) -> bool:
@@ -125,14 +127,36 @@ def build(settings: Settings, environ: Mapping[str, str], *,
         if not report.credentials:
             log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
                         extra={"provider": name, "fix": report.fixes[-1]})
+        if isinstance(runner, CliRunner) and spec is not None:
+            report.gate = lockdown_gate(name, runner, spec, provider, settings, environ)
         runtime.actors[name] = ProviderActor(
             name, runner, max_concurrent=provider.max_concurrent,
-            pool=runner.pool if isinstance(runner, CliRunner) else None)
+            pool=runner.pool if isinstance(runner, CliRunner) else None, admission=report.gate)
         runtime.providers[name] = Provider(
             provider, running=True, credentials=report.credentials, metered=report.metered,
             problem="" if report.credentials else "no credentials",
             fix="" if report.credentials else report.fixes[-1])
     return runtime
+
+
+def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
+                  provider: ProviderSettings, settings: Settings,
+                  environ: Mapping[str, str]) -> LockdownGate | None:
+    """The gate that admits ``name``'s jobs once its binary passed the lockdown self-check
+    (``None`` for a CLI the check does not know). Warns when the owner turned it off."""
+    target = TARGETS.get(spec.command or "")
+    if target is None:
+        return None
+    if not provider.lockdown_check:
+        log.warning("lockdown check is OFF: a %s version that offers the model a built-in tool "
+                    "would be used (providers.%s.lockdown_check is false)", target.cli, name,
+                    extra={"provider": name})
+    config = runner.config
+    login = spec.metered_by(provider.env, environ) is None  # no key: its spawns use a login
+    verify = verifier(runner, target, spec.probe_model or name,
+                      VerdictStore(settings.home / "lockdown.json"), login=login,
+                      version_of=lambda: cli_version(config.binary, config.sandbox)[0])
+    return LockdownGate(name, config.binary, verify, enabled=provider.lockdown_check)
 
 
 def enable_fix(name: str, tier: str) -> str:

@@ -195,6 +195,7 @@ class Reloader:
                 report = old.reports.get(name)
                 if report is not None:
                     new.reports[name].version = report.version
+                    new.reports[name].gate = report.gate  # the one the kept actor serves
                 if isinstance(actor.runner, OpenAICompatRunner):
                     new.http_runners.remove(actor.runner)
                     await actor.runner.aclose()

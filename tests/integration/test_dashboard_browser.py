@@ -47,8 +47,11 @@ def _need_chromium() -> str:
 
 def config() -> dict[str, Any]:
     return {"providers": {"enabled": {"openai": False, "mistral": False},
+                          # the fake sends the lockdown check's mock what claude would
                           "anthropic": {"binary": str(FAKE_CLAUDE), "warm": 1,
-                                        "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake"}}},
+                                        "lockdown_check": True,
+                                        "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake",
+                                                "FAKE_CLAUDE_UPSTREAM": "1"}}},
             "routing": {"chains": {"smart": [
                 {"name": "sub", "provider": "anthropic", "model": "claude-sonnet-4-6"}]}}}
 
@@ -83,6 +86,8 @@ def browse(proxy: Proxy, chromium: str, guest: str, shots: Path) -> dict[str, An
             page.on("dialog", lambda dialog: dialog.accept())
             page.click("button[data-act=revoke_key][data-key='kid']")
             page.wait_for_selector("#flash:has-text('Revoked')")
+            # the table is drawn again after the flash: wait for the row to go
+            page.locator("#usage tbody tr", has_text="kid").wait_for(state="detached")
             seen["flash"] = page.text_content("#flash")
             seen["usage_after"] = page.inner_text("#usage tbody")
             # measuring needs a script: this context alone lets the test's own run
@@ -145,6 +150,7 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert time.time() + 3600 < cookie["expires"] < time.time() + 13 * 3600
     assert "anthropic" in seen["providers"] and "ready" in seen["providers"]
     assert "/1 warm" in seen["providers"] and "misses" in seen["providers"]  # its warm pool
+    assert "lockdown verified (claude" in seen["providers"]  # its self-check passed
     assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
     assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]
     assert "kid" in seen["usage"] and "owner-env" in seen["usage"]

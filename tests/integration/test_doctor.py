@@ -8,15 +8,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from olp_harness import FAKE_CLAUDE, REPO
+from olp_harness import FAKE_CLAUDE, REPO, unchecked_by_default
 
 FIXTURES = REPO / "tests" / "fixtures"
 
 
 def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/bin:/bin",
            **extra_env: str) -> subprocess.CompletedProcess[str]:
+    """``olp doctor`` with ``config`` (``lockdown_check: false`` where it says nothing: most
+    fakes talk to no API, so nothing could be checked)."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(config))
+    (home / "config.json").write_text(json.dumps(unchecked_by_default(
+        json.loads(json.dumps(config)))))
     env = {"PATH": path, "HOME": str(home), "OLP_HOME": str(home), **extra_env}
     return subprocess.run([sys.executable, "-m", "olp", "doctor", *args], env=env,
                           capture_output=True, text=True, timeout=120, check=False)
@@ -40,10 +43,14 @@ def test_missing_credentials_then_a_probe_through_the_fake(tmp_path: Path) -> No
     done = doctor(tmp_path / "a", base, path=os.environ["PATH"])
     assert done.returncode == 1 and "credentials: missing" in done.stdout
     assert "ANTHROPIC_API_KEY" in done.stdout  # the fix names what to set
-    base["providers"]["anthropic"]["env"] = {"ANTHROPIC_API_KEY": "sk-fake"}  # type: ignore
+    assert "lockdown: not checked (lockdown_check: false)" in done.stdout
+    # the fake sends the self-check's mock the request claude would (issue #26)
+    base["providers"]["anthropic"].update(  # type: ignore[attr-defined]
+        env={"ANTHROPIC_API_KEY": "sk-fake", "FAKE_CLAUDE_UPSTREAM": "1"}, lockdown_check=True)
     done = doctor(tmp_path / "b", base, "--probe", path=os.environ["PATH"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "anthropic  ok" in done.stdout
+    assert "  lockdown: verified (claude " in done.stdout
     assert "sandbox:     bubblewrap" in done.stdout  # the probe ran confined
     assert "probe anthropic  ok: 'Hello from the mock upstream.', 32 tokens" in done.stdout
 

@@ -19,7 +19,9 @@ from olp_harness import FAKE_CLAUDE, OWNER_TOKEN, Proxy, in_thread, run_proxy
 
 def config(hold: Path, *, chains: dict[str, str] | None = None) -> dict[str, Any]:
     return {"providers": {"enabled": {"openai": False, "mistral": False},
+                          # the fake talks to no API: nothing for the lockdown check to see
                           "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": False,
+                                        "lockdown_check": False,
                                         "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake",
                                                 "FAKE_CLAUDE_HOLD_FILE": str(hold)}}},
             "routing": {"chains": {name: [{"name": name, "provider": "anthropic",

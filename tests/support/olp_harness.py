@@ -97,7 +97,7 @@ async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] |
     """
     await trio.Path(home).mkdir(parents=True, exist_ok=True)
     await trio.Path(home / "config.json").write_text(
-        json.dumps(cold_by_default(unconfined_fakes(config))))
+        json.dumps(unchecked_by_default(cold_by_default(unconfined_fakes(config)))))
     proc_env = {
         "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(home)),
         "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_OWNER_TOKEN": OWNER_TOKEN,
@@ -201,6 +201,22 @@ def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
     for name, block in providers.items():
         if name != "enabled" and isinstance(block, dict) and "kind" not in block:
             block.setdefault("warm", 0)
+    return config
+
+
+def unchecked_by_default(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``lockdown_check: false`` for every CLI provider that does not set it:
+    the fakes talk to no API, so their self-check could judge nothing and they would be
+    refused; the real CLIs' checks are tested where a test turns them on
+    (``tests/realcli/test_lockdown_real.py``, ``tests/integration/test_lockdown.py``)."""
+    from olp.providers import kit
+
+    providers = config.setdefault("providers", {})
+    for spec in kit.builtin_specs():
+        if spec.kind == "cli":
+            block = providers.setdefault(spec.name, {})
+            if isinstance(block, dict):
+                block.setdefault("lockdown_check", False)
     return config
 
 

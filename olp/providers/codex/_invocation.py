@@ -46,6 +46,7 @@ TOOLS_OFF: Final = (
     "-c", "features.image_generation=false",
     "-c", "tools.experimental_request_user_input={enabled=false}",
     "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0",
+    "-c", "analytics.enabled=false",
 )
 BASE_ARGS: Final = ("exec", "--json", "--skip-git-repo-check", "--ephemeral",
                     "--sandbox", "read-only", "--ignore-rules", *TOOLS_OFF)

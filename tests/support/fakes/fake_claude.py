@@ -21,6 +21,9 @@ Stdlib only, so it runs under any python3. See tests/support/README.md for the c
                                   FAKE_CLAUDE_HOLD_TIMEOUT_S, default 30 s, else exit 3)
            FAKE_CLAUDE_ARGV_FILE  write argv (a JSON list, argv[0] included) to this file
            FAKE_CLAUDE_TRANSCRIPTS_DIR  override the transcript folder
+           FAKE_CLAUDE_UPSTREAM=1 also POST the request the real CLI would send to
+                                  ``$ANTHROPIC_BASE_URL`` (the lockdown self-check's mock);
+                                  FAKE_CLAUDE_EXTRA_TOOLS=A,B adds tools OLP did not ask for
   tools    with ``--mcp-config F``: the ``olp`` stdio server of F is launched as the real CLI
            does (``server/discover``, ``initialize``, ``notifications/initialized``,
            ``tools/list``) and reported in ``system/init`` (``connected``, or ``failed`` when
@@ -531,6 +534,35 @@ def _sleep_forever() -> None:
         time.sleep(3600)
 
 
+def _send_upstream(values: dict[str, str], prompt: str, system: str | None) -> None:
+    """With ``FAKE_CLAUDE_UPSTREAM=1`` and ``ANTHROPIC_BASE_URL``: POST the Messages request
+    the real CLI would send (its ``system``, the prompt, one tool per name in ``--tools``
+    plus ``FAKE_CLAUDE_EXTRA_TOOLS``, comma-separated: a claude version that offers a tool
+    OLP does not know), through the proxy variables as the real CLI does; the answer is read
+    and ignored (the transcript is replayed as usual)."""
+    base = os.environ.get("ANTHROPIC_BASE_URL")
+    if os.environ.get("FAKE_CLAUDE_UPSTREAM") != "1" or not base:
+        return
+    import urllib.request
+
+    names = [t for t in values.get("--tools", "").split(",") if t.strip()]
+    names += [t for t in os.environ.get("FAKE_CLAUDE_EXTRA_TOOLS", "").split(",") if t.strip()]
+    body = {"model": values.get("--model", "claude"), "max_tokens": 64, "stream": False,
+            "system": [{"type": "text", "text": system or ""}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": prompt}]}],
+            "tools": [{"name": n, "description": n, "input_schema": {"type": "object"}}
+                      for n in names]}
+    request = urllib.request.Request(
+        base.rstrip("/") + "/v1/messages", data=json.dumps(body).encode(), method="POST",
+        headers={"content-type": "application/json",
+                 "x-api-key": os.environ.get("ANTHROPIC_API_KEY", "")})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            response.read()
+    except OSError as exc:
+        sys.stderr.write(f"fake_claude: upstream: {exc}\n")
+
+
 def main() -> None:
     argv_file = os.environ.get("FAKE_CLAUDE_ARGV_FILE")
     if argv_file:
@@ -594,6 +626,7 @@ def main() -> None:
             "or as a prompt argument when using --print\n"
         )
         fake.finish(1)
+    _send_upstream(values, prompt, system)
     try:
         fake.run(scenario, prompt, system)
     finally:

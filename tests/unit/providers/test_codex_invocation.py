@@ -27,7 +27,8 @@ TOOLS_OFF = ["-c", "features.shell_tool=false", "-c", "features.unified_exec=fal
              "-c", "features.hooks=false", "-c", "features.shell_snapshot=false",
              "-c", "features.image_generation=false",
              "-c", "tools.experimental_request_user_input={enabled=false}",
-             "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0"]
+             "-c", 'web_search="disabled"', "-c", "project_doc_max_bytes=0",
+             "-c", "analytics.enabled=false"]
 BASE = ["/usr/bin/codex", "exec", "--json", "--skip-git-repo-check", "--ephemeral",
         "--sandbox", "read-only", "--ignore-rules", *TOOLS_OFF,
         "-c", f'model_catalog_json="{WORKDIR}/model-catalog.json"', "-m", "gpt-5.5"]

@@ -78,11 +78,12 @@ def test_a_forced_tool_choice_is_an_instruction_at_the_head_of_the_prompt() -> N
 
 def test_the_captured_argv_is_olps_lockdown_plus_the_bridge() -> None:
     """The fixtures were recorded with exactly the argv OLP builds (paths aside), before the
-    two switches added later (``image_gen`` and ``request_user_input`` off; re-verified with
-    the real CLI in tests/realcli/test_security_real_codex.py)."""
+    three switches added later (``image_gen`` and ``request_user_input`` off, re-verified with
+    the real CLI in tests/realcli/test_security_real_codex.py; analytics off, issue #26)."""
     recorded = json.loads((TOOLS / "single.argv.json").read_text())
     argv, _, _ = invoke(with_text("x", tools=(WEATHER,)))
-    later = {"features.image_generation", "tools.experimental_request_user_input"}
+    later = {"features.image_generation", "tools.experimental_request_user_input",
+             "analytics.enabled"}
     keys = [a.split("=", 1)[0] for a in argv[1:]]
     keys = [k for i, k in enumerate(keys) if k not in later
             and not (k == "-c" and i + 1 < len(keys) and keys[i + 1] in later)]
