@@ -13,6 +13,7 @@ from ._adapter import Invocation as Invocation
 from ._adapter import LineParser as LineParser
 from ._cli_runner import CliConfig as CliConfig
 from ._cli_runner import CliRunner as CliRunner
+from ._cli_runner import WarmUnits as WarmUnits
 from ._deadline import DeadlineClock as DeadlineClock
 from ._deadline import Timeouts as Timeouts
 from ._deadline import TimeoutWording as TimeoutWording

@@ -19,11 +19,11 @@ import functools
 import secrets
 import tempfile
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import trio
 
-from olp.actors import CliConfig, CliRunner
+from olp.actors import CliConfig, CliRunner, WarmPool, WarmSettings, WarmUnits
 from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Message, TextPart
 
@@ -40,9 +40,12 @@ PROXY_VARIABLES: Final = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_prox
 
 
 async def run_check(runner: CliRunner, target: Target, model: str, *, login: bool = False,
-                    timeout_s: float = 120.0) -> tuple[Finding, Error | None]:
+                    units: WarmUnits | None = None, timeout_s: float = 120.0,
+                    ) -> tuple[Finding, Error | None]:
     """Run the check once (``login``: as the provider's spawns use a login, emulated where
-    the target can): the finding, and the run's error when it did not end in an answer (a
+    the target can; ``units``: the provider's warm units, when they are not the cold spawn
+    started early (vibe's ACP sessions): then the request is answered cold, and once more
+    by a warm unit). The finding, and the run's error when it did not end in an answer (a
     finding with no model request then says nothing was checked)."""
     nonce = secrets.token_hex(8)
     system = f"OLP lockdown check {nonce}: you are a model, reply in one word."
@@ -55,21 +58,38 @@ async def run_check(runner: CliRunner, target: Target, model: str, *, login: boo
         mock: VendorMock = await nursery.start(
             functools.partial(serve_vendor_mock, target.dialect))
         with tempfile.TemporaryDirectory(prefix="olp-lockdown-") as empty:
-            checker = CliRunner(runner.adapter, runner.spawner, _check_config(
-                runner, target, mock, canary, Path(empty), login=login))
+            checker = CliRunner(
+                runner.adapter, runner.spawner,
+                _check_config(runner, target, mock, canary, Path(empty), login=login),
+                warm=WarmSettings(size=1) if units is not None else None, units=units)
+            if checker.pool is not None:
+                await nursery.start(checker.pool.run)
             events: list[Event] = []
 
             async def emit(event: Event) -> None:
                 events.append(event)
 
             with trio.move_on_after(timeout_s) as waited:
-                await checker.run(request, model, emit)
+                await checker.run(request, model, emit)  # cold (a warm pool records the want)
+                if checker.pool is not None and await _warmed(checker.pool):
+                    await checker.run(request, model, emit)  # and warm
             if waited.cancelled_caught:
                 error = failure(Code.TOTAL_TIMEOUT, f"no answer in {timeout_s:g} s")
-            elif events and isinstance(events[-1], Error):
-                error = events[-1]
+            else:
+                error = next((e for e in reversed(events) if isinstance(e, Error)), None)
         nursery.cancel_scope.cancel()
     return judge(target, mock.requests, system=system, canary=canary), error
+
+
+async def _warmed(pool: WarmPool[Any, Any]) -> bool:
+    """Wait for ``pool`` to hold a warm unit (True) or to fail starting one (False)."""
+    while True:
+        stats = pool.statistics()
+        if stats.warm:
+            return True
+        if stats.failures:
+            return False
+        await trio.sleep(0.1)  # a unit another task starts: nothing to wait on but the clock
 
 
 def _check_config(runner: CliRunner, target: Target, mock: VendorMock, canary: str,

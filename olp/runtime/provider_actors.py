@@ -153,8 +153,9 @@ def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
                     extra={"provider": name})
     config = runner.config
     login = spec.metered_by(provider.env, environ) is None  # no key: its spawns use a login
+    units = spec.warm_units() if spec.warm_units is not None and provider.warm > 0 else None
     verify = verifier(runner, target, spec.probe_model or name,
-                      VerdictStore(settings.home / "lockdown.json"), login=login,
+                      VerdictStore(settings.home / "lockdown.json"), login=login, units=units,
                       version_of=lambda: cli_version(config.binary, config.sandbox)[0])
     return LockdownGate(name, config.binary, verify, enabled=provider.lockdown_check)
 
