@@ -113,6 +113,8 @@ class ProviderActor:
         self._jobs_started = 0
         self._jobs_refused = 0
         self._retired = False
+        self._active = 0  # jobs being served (admitted or waiting for admission)
+        self._idle = trio.Event()
         self.finished = trio.Event()  # set when :meth:`run` has returned (retired or stopped)
 
     def statistics(self) -> ActorStatistics:
@@ -135,8 +137,9 @@ class ProviderActor:
                 task_status.started()
                 with self._inbox_recv:
                     async for job in self._inbox_recv:
+                        self._active += 1  # counted now: before the task first runs
                         nursery.start_soon(self._serve, job, name=f"{self.name}:job")
-                checks.cancel()
+                nursery.start_soon(self._end_checks_when_idle, checks)
                 if self.pool is not None:  # retired: no job will take a warm process
                     self.pool.close()
         finally:
@@ -181,7 +184,22 @@ class ProviderActor:
         with scope:
             await self.admission.serve()
 
+    async def _end_checks_when_idle(self, checks: trio.CancelScope) -> None:
+        """Retired: the admission's checks end once no job is left that may wait on one."""
+        while self._active:
+            self._idle = trio.Event()
+            await self._idle.wait()
+        checks.cancel()
+
     async def _serve(self, job: _Job) -> None:
+        try:
+            await self._admit_and_run(job)
+        finally:
+            self._active -= 1
+            if not self._active:
+                self._idle.set()
+
+    async def _admit_and_run(self, job: _Job) -> None:
         with job.reply, job.scope:
             if self.admission is not None and (refused := await self.admission.admit()):
                 self._jobs_refused += 1

@@ -15,7 +15,7 @@ import trio
 
 from olp.config import Settings, load_registry
 from olp.ir import ChatRequest, Error, Message, TextDelta, TextPart, Usage
-from olp.lockdown import Verdict
+from olp.lockdown import Verdict, runs_tested_version
 from olp.providers import kit
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, registry_refusal
@@ -79,6 +79,12 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
             if refused is not None:
                 say(f"  no chain:    its models answer 404: {refused}")
         if report.gate is not None:
+            target = report.gate.target
+            untested = "" if runs_tested_version(target, report.version) else (
+                " (not the installed version: it serves only once its lockdown check passes)"
+                if report.gate.enabled else
+                " (not the installed version, and lockdown_check is false: it serves UNCHECKED)")
+            say(f"  tested on:   {target.cli} {target.tested}{untested}")
             found = verdicts.get(report.name)
             say("  lockdown: " + (found.line() if found is not None
                                  else "not checked (lockdown_check: false)"))

@@ -11,6 +11,7 @@ from ._store import VerdictStore as VerdictStore
 from ._store import check_key as check_key
 from ._targets import TARGETS as TARGETS
 from ._targets import Target as Target
+from ._targets import runs_tested_version as runs_tested_version
 from ._verdict import Finding as Finding
 from ._verdict import judge as judge
 from ._verify import verifier as verifier

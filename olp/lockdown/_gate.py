@@ -22,6 +22,7 @@ from olp.failures import Code, failure
 from olp.ir import Error
 
 from ._store import Verdict
+from ._targets import Target, runs_tested_version
 
 log = logging.getLogger("olp.lockdown")
 
@@ -40,12 +41,15 @@ def fingerprint(binary: str) -> Fingerprint | None:
 
 class LockdownGate:
     """:class:`~olp.actors.Admission` for one CLI provider. ``verify`` runs (or finds kept)
-    the check of the binary as it is now; ``enabled`` is ``providers.<name>.lockdown_check``."""
+    the check of the binary as it is now (``target``: what is checked, and the version the
+    test suite runs); ``enabled`` is ``providers.<name>.lockdown_check``."""
 
     def __init__(self, provider: str, binary: str, verify: Callable[[], Awaitable[Verdict]],
-                 *, enabled: bool = True, wait_s: float = 60.0, retry_s: float = 60.0) -> None:
+                 *, target: Target, enabled: bool = True, wait_s: float = 60.0,
+                 retry_s: float = 60.0) -> None:
         self.provider = provider
         self.binary = binary
+        self.target = target
         self.enabled = enabled
         self.verdict: Verdict | None = None
         self._verify = verify
@@ -62,12 +66,16 @@ class LockdownGate:
 
     def status(self) -> dict[str, Any]:
         """The gate as ``/health`` shows it."""
+        tested_on = f"{self.target.cli} {self.target.tested}"
         if not self.enabled:
-            return {"state": "off", "line": "not checked (lockdown_check: false)"}
+            return {"state": "off", "line": "not checked (lockdown_check: false)",
+                    "tested_on": tested_on}
         if self.verdict is None:
-            return {"state": "pending", "line": "being checked"}
+            return {"state": "pending", "line": "being checked", "tested_on": tested_on}
         return {"state": "verified" if self.verdict.ok else "failed",
                 "line": self.verdict.line(), "version": self.verdict.version,
+                "tested_on": tested_on,
+                "tested": runs_tested_version(self.target, self.verdict.version),
                 "offered": list(self.verdict.offered)}
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
@@ -77,11 +85,22 @@ class LockdownGate:
         if not self.enabled:
             return
         while True:
-            self._wanted = trio.Event()
             seen = fingerprint(self.binary)
-            verdict = await self._verify()
+            try:
+                verdict = await self._verify()
+            except Exception as exc:  # never the actor's end: a check that did not run
+                log.exception("lockdown check failed to run", extra={"provider": self.provider})
+                verdict = Verdict(self.target.cli, None, checked=False, problems=(
+                    f"the check could not run: {type(exc).__name__}",))
             self.verdict, self._seen = verdict, seen
-            if verdict.ok:
+            # asks made while it ran are answered by it (admit looks again once it is done)
+            self._wanted = trio.Event()
+            if verdict.ok and not runs_tested_version(self.target, verdict.version):
+                log.warning("lockdown verified on %s %s, a version the test suite never ran "
+                            "(it runs %s %s): served because its self-check passed",
+                            self.target.cli, verdict.version, self.target.cli,
+                            self.target.tested, extra={"provider": self.provider})
+            elif verdict.ok:
                 log.info("lockdown verified: %s", verdict.line(),
                          extra={"provider": self.provider})
             else:
@@ -103,7 +122,13 @@ class LockdownGate:
                 self._wanted.set()
                 await waiting.wait()
         verdict = self.verdict
-        if verdict is not None and verdict.ok and fingerprint(self.binary) == self._seen:
+        current = fingerprint(self.binary) == self._seen
+        if verdict is not None and verdict.ok and current:
             return None
-        line = verdict.line() if verdict is not None else "not verified yet (being checked)"
+        if verdict is None:
+            line = "not verified yet (being checked)"
+        elif not current:
+            line = "not verified yet (the binary changed: being checked again)"
+        else:
+            line = verdict.line()
         return failure(Code.LOCKDOWN_FAILED, f"{self.provider}: lockdown {line}")

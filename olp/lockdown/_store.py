@@ -11,9 +11,12 @@ Blocking file I/O: call the methods from a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import tempfile
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +24,8 @@ from typing import Any, Final
 
 from olp import __version__
 
+#: One writer at a time in this process (every provider's gate shares the file).
+_WRITING = threading.Lock()
 #: Bumped whenever what the check looks at changes, so older verdicts are not trusted.
 CHECK_VERSION: Final = 1
 MAX_KEPT: Final = 64
@@ -92,16 +97,21 @@ class VerdictStore:
     def put(self, key: str, verdict: Verdict) -> None:
         if not verdict.checked:
             return
-        entries = {k: v for k, v in self._read().items() if k != key}
-        entries[key] = {**asdict(verdict), "offered": list(verdict.offered),
-                        "problems": list(verdict.problems)}
-        kept = dict(list(entries.items())[-MAX_KEPT:])
-        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(kept, f, indent=1, sort_keys=False)
-        os.replace(tmp, self.path)
+        with _WRITING:  # read, change, write: whole, and never two at once
+            entries = {k: v for k, v in self._read().items() if k != key}
+            entries[key] = {**asdict(verdict), "offered": list(verdict.offered),
+                            "problems": list(verdict.problems)}
+            kept = dict(list(entries.items())[-MAX_KEPT:])
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=self.path.name, dir=self.path.parent)  # 0600
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(kept, f, indent=1)
+                os.replace(tmp, self.path)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+                raise
 
     def _read(self) -> dict[str, Any]:
         try:

@@ -73,7 +73,9 @@ def _vibe_config(base_url: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Target:
-    """One CLI's check: ``dialect`` of its vendor's API; ``env`` and ``home_files`` that
+    """One CLI's check: ``tested``, the version OLP's lockdown was captured on and the test
+    suite runs (``scripts/install-real-clis``, ``scripts/install-vibe``); ``dialect`` of its
+    vendor's API; ``env`` and ``home_files`` that
     point it at the mock (given the mock's base URL); ``floor``: built-in tools it offers
     whatever OLP switches off, each proven denied before it runs (documented in ADR 0024);
     ``own_system_prompt``: the CLI sends its own agent prompt as the system text and OLP's
@@ -86,6 +88,7 @@ class Target:
     ``image_gen`` only to a ChatGPT login); ``None``: the key stands in for it."""
 
     cli: str
+    tested: str
     dialect: Dialect
     env: Callable[[str], Mapping[str, str]]
     home_files: Callable[[str], Mapping[str, str]] = lambda base_url: {}
@@ -98,28 +101,33 @@ class Target:
 
 #: By the CLI's command name (``ProviderSpec.command``).
 TARGETS: Final[Mapping[str, Target]] = {t.cli: t for t in (
-    Target("claude", "anthropic",
+    Target("claude", "2.1.332", "anthropic",
            lambda url: {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": CHECK_KEY}),
     # codex sends its base instructions as a developer message, and inlines
     # $CODEX_HOME/AGENTS.md (its global instructions) whatever project_doc_max_bytes says.
-    Target("codex", "openai-responses", lambda url: {"OPENAI_API_KEY": CHECK_KEY},
+    Target("codex", "0.171.0", "openai-responses", lambda url: {"OPENAI_API_KEY": CHECK_KEY},
            home_files=lambda url: {".codex/config.toml": _codex_config(url)},
            own_system_prompt=True, home_reads=frozenset({".codex/AGENTS.md"}),
            login=_codex_login,
            login_home_files=lambda url: {".codex/config.toml": _codex_config(url, login=True)}),
     # gemini loads ~/.gemini/GEMINI.md (its global memory) into the system text.
-    Target("gemini", "gemini",
+    Target("gemini", "0.61.0", "gemini",
            lambda url: {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": CHECK_KEY},
            home_reads=frozenset({".gemini/GEMINI.md"})),
     # qwen loads ~/.qwen/QWEN.md (its global memory) and its own output-language.md.
-    Target("qwen", "openai-chat",
+    Target("qwen", "0.24.4", "openai-chat",
            lambda url: {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": CHECK_KEY},
            home_reads=frozenset({".qwen/QWEN.md"})),
     # tests/fixtures/security/vibe-tools-after.json: the Unified Harness builtins no vibe
     # setting removes; every call of one is refused (tool_denied) before it runs.
-    Target("vibe", "mistral", lambda url: {"MISTRAL_API_KEY": CHECK_KEY},
+    Target("vibe", "3.0.2", "mistral", lambda url: {"MISTRAL_API_KEY": CHECK_KEY},
            home_files=lambda url: {".vibe/config.toml": _vibe_config(url)},
            floor=frozenset({"search_tool_functions", "run_typescript", "read_file",
                             "write_file", "edit", "bash", "skill"}),
            own_system_prompt=True),
 )}
+
+
+def runs_tested_version(target: Target, version: str | None) -> bool:
+    """Whether ``version`` (a CLI's ``--version`` line) is the one the test suite runs."""
+    return version is not None and target.tested in version.replace("v", " ").split()

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,20 +50,29 @@ def judge(target: Target, requests: Sequence[Recorded], *, system: str,
         problems.append("offers " + ", ".join(offered))
     for r in model:
         text = system_text(target, r.body)
-        if system not in (json.dumps(r.body, ensure_ascii=False) if target.own_system_prompt
-                          else text):
+        if not (_holds(r.body, system) if target.own_system_prompt else system in text):
             problems.append("OLP's system text did not reach the model as the system text")
             break
         if not target.own_system_prompt and len(text) - len(system) > SYSTEM_SLACK:
             problems.append(f"the CLI sent its own agent prompt ({len(text) - len(system)} "
                             "characters besides OLP's system text)")
             break
-    if any(canary in json.dumps(r.body, ensure_ascii=False) for r in requests
-           if r.body is not None):
+    if any(_holds(r.body, canary) for r in requests):
         problems.append("a file from the CLI's home was inlined into the prompt")
     if foreign:
         problems.append("contacted another host: " + ", ".join(foreign[:5]))
     return Finding(tuple(offered), tuple(problems), checked=bool(model))
+
+
+def _holds(value: Any, needle: str) -> bool:
+    """Whether any string in the JSON ``value`` (keys too) contains ``needle``."""
+    if isinstance(value, str):
+        return needle in value
+    if isinstance(value, dict):
+        return any(_holds(k, needle) or _holds(v, needle) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_holds(v, needle) for v in value)
+    return False
 
 
 def _is_generation(target: Target, r: Recorded) -> bool:

@@ -157,7 +157,8 @@ def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
     verify = verifier(runner, target, spec.probe_model or name,
                       VerdictStore(settings.home / "lockdown.json"), login=login, units=units,
                       version_of=lambda: cli_version(config.binary, config.sandbox)[0])
-    return LockdownGate(name, config.binary, verify, enabled=provider.lockdown_check)
+    return LockdownGate(name, config.binary, verify, target=target,
+                        enabled=provider.lockdown_check)
 
 
 def enable_fix(name: str, tier: str) -> str:

@@ -62,6 +62,8 @@ async def test_a_cli_that_offers_a_new_tool_is_refused_with_its_name(tmp_path: P
             health = proxy.get("/health").json()["providers"]["anthropic"]
     assert "lockdown_failed" in str(error.body) and "offers Bash, Teleport" in str(error.body)
     assert health["lockdown"]["state"] == "failed"
+    assert health["lockdown"]["tested_on"] == "claude 2.1.332"
+    assert health["lockdown"]["tested"] is False  # the fake reports no version
     assert health["lockdown"]["offered"] == ["Bash", "Teleport"]
     assert health["jobs_started"] == 0  # nothing was spawned for the request
     warned = [str(r.get("msg")) for r in proxy.logs if r.get("level") == "warning"]

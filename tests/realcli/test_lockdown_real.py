@@ -53,6 +53,11 @@ def test_each_pinned_cli_passes(tmp_path: Path) -> None:
         "lockdown: verified (gemini 0.61.0)",
         "lockdown: verified (qwen 0.24.4)",
         "lockdown: verified (vibe vibe 3.0.2)"]), done.stdout + done.stderr
+    tested_on = sorted(line.strip() for line in done.stdout.splitlines()
+                       if line.strip().startswith("tested on:"))
+    assert tested_on == ["tested on:   claude 2.1.332", "tested on:   codex 0.171.0",
+                         "tested on:   gemini 0.61.0", "tested on:   qwen 0.24.4",
+                         "tested on:   vibe 3.0.2"]  # the installed ones: nothing flagged
     kept = json.loads((tmp_path / "home" / "lockdown.json").read_text())
     assert len(kept) == 5
     again = doctor(tmp_path / "home", all_five())  # kept by binary: not run again
