@@ -5,7 +5,8 @@ The check's runner is the provider's own (:class:`~olp.actors.CliRunner`: same b
 extra arguments, sandbox, adapter settings) with only this added: the target's redirection
 to the mock and a throwaway key (:mod:`._targets`), the proxy variables pointed at the mock
 (so a request for another host is seen), canary files in the spawn's home, and an empty
-directory as the owner's home (no real login is linked, none can reach the mock). No warm
+directory as the owner's home and no variable that may hold a credential (no real login or
+key is used, none can reach the mock). No warm
 process, no kept session.
 
 Blocks for one CLI run (seconds; at most ``timeout_s``). Cancellation kills the CLI and
@@ -18,6 +19,7 @@ import dataclasses
 import functools
 import secrets
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -35,6 +37,8 @@ from ._verdict import Finding, judge
 CANARY_FILES: Final = (".claude/CLAUDE.md", ".codex/AGENTS.md", ".gemini/GEMINI.md",
                        ".qwen/QWEN.md", ".vibe/AGENTS.md", "AGENTS.md", "CLAUDE.md",
                        "GEMINI.md", "QWEN.md")
+#: Words in the name of a variable that may hold a credential.
+SECRET_WORDS: Final = ("KEY", "TOKEN", "SECRET", "AUTH", "CREDENTIAL", "PASSWORD")
 PROXY_VARIABLES: Final = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy",
                           "ALL_PROXY", "all_proxy")
 
@@ -98,7 +102,7 @@ def _check_config(runner: CliRunner, target: Target, mock: VendorMock, canary: s
     base_url = mock.base_url
     proxy = {name: f"http://{mock.host}:{mock.port}" for name in PROXY_VARIABLES}
     emulated = login and target.login is not None
-    env = {**config.env, **proxy, "NO_PROXY": "127.0.0.1,localhost",
+    env = {**_without_secrets(config.env), **proxy, "NO_PROXY": "127.0.0.1,localhost",
            "no_proxy": "127.0.0.1,localhost"}
     if emulated and target.login is not None:
         for path, text in target.login().items():  # where a real login is: linked in
@@ -111,4 +115,10 @@ def _check_config(runner: CliRunner, target: Target, mock: VendorMock, canary: s
     home_files = {**config.home_files, **canaries,
                   **(target.login_home_files if emulated else target.home_files)(base_url)}
     return dataclasses.replace(config, env=env, home_files=home_files, real_home=empty_home,
-                               sessions=None)
+                               proxy_env=_without_secrets(config.proxy_env), sessions=None)
+
+
+def _without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without the variables that may hold a real credential (a login token or a
+    key passed through to the CLI): the check runs on the throwaway key alone."""
+    return {k: v for k, v in env.items() if not any(w in k.upper() for w in SECRET_WORDS)}
