@@ -83,7 +83,8 @@ class Target:
     files in its home the CLI inlines by design, which OLP's fresh home never holds unless
     the owner's ``home_files`` write them (no canary is planted there);
     ``login``: an emulated login (files in the owner's home, linked into the spawn's as a
-    real login is) with its ``login_home_files`` in place of ``env`` and ``home_files``,
+    real login is) or ``login_env`` (a login token in the environment), with its
+    ``login_home_files`` in place of ``env`` and ``home_files``,
     used when the provider's spawns use a login (the tools offered can differ: codex offered
     ``image_gen`` only to a ChatGPT login); ``None``: the key stands in for it."""
 
@@ -96,13 +97,21 @@ class Target:
     own_system_prompt: bool = False
     home_reads: frozenset[str] = field(default_factory=frozenset)
     login: Callable[[], Mapping[str, str]] | None = None
+    login_env: Callable[[str], Mapping[str, str]] | None = None
     login_home_files: Callable[[str], Mapping[str, str]] = lambda base_url: {}
+
+    @property
+    def emulates_login(self) -> bool:
+        return self.login is not None or self.login_env is not None
 
 
 #: By the CLI's command name (``ProviderSpec.command``).
 TARGETS: Final[Mapping[str, Target]] = {t.cli: t for t in (
+    # a subscription's OAuth token, as the rate_limit_event captures sign in
     Target("claude", "2.1.332", "anthropic",
-           lambda url: {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": CHECK_KEY}),
+           lambda url: {"ANTHROPIC_BASE_URL": url, "ANTHROPIC_API_KEY": CHECK_KEY},
+           login_env=lambda url: {"ANTHROPIC_BASE_URL": url,
+                                  "CLAUDE_CODE_OAUTH_TOKEN": "sk-ant-oat01-olp-check"}),
     # codex sends its base instructions as a developer message, and inlines
     # $CODEX_HOME/AGENTS.md (its global instructions) whatever project_doc_max_bytes says.
     Target("codex", "0.171.0", "openai-responses", lambda url: {"OPENAI_API_KEY": CHECK_KEY},

@@ -34,7 +34,7 @@ def mock() -> VendorMock:
 def test_no_real_credential_and_the_redirection_on_top(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     config = _check_config(runner(tmp_path), TARGETS["claude"], mock(), "CANARY",
-                           empty, login=True)  # claude: no login emulation, the key stands in
+                           empty, login=False)  # the provider's spawns use a key
     assert config.env["ANTHROPIC_API_KEY"] == CHECK_KEY
     assert config.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4242"
     assert "CLAUDE_CODE_OAUTH_TOKEN" not in config.env
@@ -46,6 +46,14 @@ def test_no_real_credential_and_the_redirection_on_top(tmp_path: Path) -> None:
     assert config.extra_args == ("--verbose",) and config.binary == "/usr/bin/claude"
     assert config.home_files["notes.txt"] == "mine"
     assert all("CANARY" in config.home_files[p] for p in CANARY_FILES)
+
+
+def test_a_claude_login_is_a_throwaway_oauth_token(tmp_path: Path) -> None:
+    config = _check_config(runner(tmp_path), TARGETS["claude"], mock(), "CANARY",
+                           tmp_path / "empty", login=True)
+    assert config.env["CLAUDE_CODE_OAUTH_TOKEN"] == "sk-ant-oat01-olp-check"  # not the real one
+    assert "ANTHROPIC_API_KEY" not in config.env
+    assert config.env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4242"
 
 
 def test_an_emulated_login_instead_of_the_key(tmp_path: Path) -> None:
