@@ -5,22 +5,19 @@ Trio thread here: a worker thread would let the clock jump to the runner's deadl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 import trio
 import trio.testing
 from test_kept_sessions import ANSWER, SessionAdapter, answer, argv, state, turn
+from test_settle_before_kill import inline
 
 from olp.actors import CliConfig, CliRunner, SessionPolicy, Timeouts
 from olp.actors.testing import Exit, FakeSpawner, Line, Step, event_line
 from olp.ir import ChatRequest, Event, TextDelta
 from olp.store import AsyncSessionStore, Database, SessionStore, StoredSession
-
-T = TypeVar("T")
-
 
 class InlineStore(AsyncSessionStore):
     """:class:`AsyncSessionStore` without worker threads (each call a checkpoint, then the
@@ -34,11 +31,6 @@ class InlineStore(AsyncSessionStore):
                    newer_than: float) -> StoredSession | None:
         await trio.lowlevel.checkpoint()
         return self.sync.take(digest, key=key, provider=provider, newer_than=newer_than)
-
-
-async def inline(fn: Callable[[], T]) -> T:
-    await trio.lowlevel.checkpoint()
-    return fn()
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import trio
@@ -66,8 +67,11 @@ class LateAdapter(JsonLinesAdapter):
         self.sessions = kit
 
 
-async def inline(fn: Callable[[], bool]) -> bool:
-    """The session check in the Trio thread: a worker thread would let the MockClock jump."""
+T = TypeVar("T")
+
+
+async def inline(fn: Callable[[], T]) -> T:
+    """A session file read in the Trio thread: a worker thread would let the MockClock jump."""
     await trio.lowlevel.checkpoint()
     return fn()
 
