@@ -19,6 +19,7 @@ from olp.actors.testing import Exit, FakeSpawner, Line, Step, event_line
 from olp.ir import ChatRequest, Event, TextDelta
 from olp.store import AsyncSessionStore, Database, SessionStore, StoredSession
 
+
 class InlineStore(AsyncSessionStore):
     """:class:`AsyncSessionStore` without worker threads (each call a checkpoint, then the
     SQLite call in the Trio thread)."""
