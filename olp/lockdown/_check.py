@@ -82,7 +82,8 @@ async def run_check(runner: CliRunner, target: Target, model: str, *, login: boo
             else:
                 error = next((e for e in reversed(events) if isinstance(e, Error)), None)
         nursery.cancel_scope.cancel()
-    return judge(target, mock.requests, system=system, canary=canary), error
+    return judge(target, mock.requests, system=system, canary=canary,
+                 login=login and target.emulates_login), error
 
 
 async def _warmed(pool: WarmPool[Any, Any]) -> bool:

@@ -71,6 +71,16 @@ def _vibe_config(base_url: str) -> str:
             'backend = "mistral"\n')
 
 
+def _gemini_login() -> dict[str, str]:
+    """A Google-account login as gemini keeps one (fake, unexpired): what OLP's pre-spawn
+    check looks for; the token the CLI uses comes from the environment."""
+    expiry = (int(time.time()) + 3600) * 1000
+    return {".gemini/oauth_creds.json": json.dumps({
+        "access_token": "ya29.olp-lockdown-check", "refresh_token": "olp-lockdown-check",
+        "scope": "https://www.googleapis.com/auth/cloud-platform", "token_type": "Bearer",
+        "expiry_date": expiry})}
+
+
 @dataclass(frozen=True, slots=True)
 class Target:
     """One CLI's check: ``tested``, the version OLP's lockdown was captured on and the test
@@ -84,7 +94,9 @@ class Target:
     the owner's ``home_files`` write them (no canary is planted there);
     ``login``: an emulated login (files in the owner's home, linked into the spawn's as a
     real login is) or ``login_env`` (a login token in the environment), with its
-    ``login_home_files`` in place of ``env`` and ``home_files``,
+    ``login_home_files`` in place of ``env`` and ``home_files``; ``login_hosts``: the
+    vendor's own identity hosts such a login calls (``host:port``, as a ``CONNECT`` names
+    them),
     used when the provider's spawns use a login (the tools offered can differ: codex offered
     ``image_gen`` only to a ChatGPT login); ``None``: the key stands in for it."""
 
@@ -99,6 +111,7 @@ class Target:
     login: Callable[[], Mapping[str, str]] | None = None
     login_env: Callable[[str], Mapping[str, str]] | None = None
     login_home_files: Callable[[str], Mapping[str, str]] = lambda base_url: {}
+    login_hosts: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def emulates_login(self) -> bool:
@@ -119,10 +132,20 @@ TARGETS: Final[Mapping[str, Target]] = {t.cli: t for t in (
            own_system_prompt=True, home_reads=frozenset({".codex/AGENTS.md"}),
            login=_codex_login,
            login_home_files=lambda url: {".codex/config.toml": _codex_config(url, login=True)}),
-    # gemini loads ~/.gemini/GEMINI.md (its global memory) into the system text.
+    # gemini loads ~/.gemini/GEMINI.md (its global memory) into the system text. A Google
+    # login talks to Code Assist (CODE_ASSIST_ENDPOINT), as the oauth.access_token_env
+    # capture signs in.
     Target("gemini", "0.61.0", "gemini",
            lambda url: {"GOOGLE_GEMINI_BASE_URL": url, "GEMINI_API_KEY": CHECK_KEY},
-           home_reads=frozenset({".gemini/GEMINI.md"})),
+           home_reads=frozenset({".gemini/GEMINI.md"}),
+           login=_gemini_login,
+           login_env=lambda url: {"OLP_GEMINI_AUTH_TYPE": "oauth-personal",
+                                  "GOOGLE_GENAI_USE_GCA": "true",
+                                  "GOOGLE_CLOUD_ACCESS_TOKEN": "ya29.olp-lockdown-check",
+                                  "CODE_ASSIST_ENDPOINT": url},
+           # Google's userinfo: every Google login asks it who is signed in (the capture's
+           # strace saw it too); it is the vendor's identity API, not one a prompt chooses
+           login_hosts=frozenset({"www.googleapis.com:443"})),
     # qwen loads ~/.qwen/QWEN.md (its global memory) and its own output-language.md.
     Target("qwen", "0.24.4", "openai-chat",
            lambda url: {"OPENAI_BASE_URL": url, "OPENAI_API_KEY": CHECK_KEY},

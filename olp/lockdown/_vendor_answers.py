@@ -191,8 +191,14 @@ _GEMINI_ROUTE: Final = re.compile(
 _GEMINI_METHODS: Final = ("streamGenerateContent", "generateContent")
 
 
+#: Code Assist, what a Google-account login talks to (``CODE_ASSIST_ENDPOINT``): ``POST
+#: /v1internal:<method>``; generation wraps the Gemini API's shapes (the gemini reference's
+#: "Google-account (OAuth) login", its capture mock ``mock_gemini.py``).
+_CODE_ASSIST: Final = re.compile(r"^/(?P<version>\w+):(?P<method>\w+)$")
+
+
 def _gemini_generation(method: str, path: str) -> bool:
-    match = _GEMINI_ROUTE.match(path)
+    match = _GEMINI_ROUTE.match(path) or _CODE_ASSIST.match(path)
     return method == "POST" and match is not None and match["method"] in _GEMINI_METHODS
 
 
@@ -207,7 +213,36 @@ def _gemini_chunk(model: str, text: str) -> dict[str, Any]:
             "modelVersion": model, "responseId": "mockResp0001"}
 
 
+async def _code_assist(ex: Exchange, call: Call, method: str) -> None:
+    if call.method != "POST":
+        await ex.respond_json(404, {"error": {
+            "code": 404, "message": f"no route {call.method} {call.path}", "status": "NOT_FOUND"}})
+        return
+    if method not in _GEMINI_METHODS:
+        payload: Any = {}
+        if method == "loadCodeAssist":
+            payload = {"currentTier": {"id": "standard-tier", "name": "Code Assist (OLP check)",
+                                       "userDefinedCloudaicompanionProject": True},
+                       "cloudaicompanionProject": "olp-lockdown-check"}
+        elif method == "countTokens":
+            payload = {"totalTokens": INPUT_TOKENS}
+        await ex.respond_json(200, payload)
+        return
+    body = call.body if isinstance(call.body, dict) else {}
+    wrapped = {"response": _gemini_chunk(str(body.get("model", "")), call.text),
+               "traceId": "olp-check"}
+    if method != "streamGenerateContent":
+        await ex.respond_json(200, wrapped)
+        return
+    await ex.start_sse()
+    await ex.send(h11.Data(data=f"data: {json.dumps(wrapped)}\r\n\r\n".encode()))
+    await ex.send(h11.EndOfMessage())
+
+
 async def _gemini(ex: Exchange, call: Call) -> None:
+    if (assist := _CODE_ASSIST.match(call.path)) is not None:
+        await _code_assist(ex, call, assist["method"])
+        return
     match = _GEMINI_ROUTE.match(call.path)
     if match is None or not _gemini_generation(call.method, call.path):
         await ex.respond_json(404, {"error": {

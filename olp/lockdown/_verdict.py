@@ -35,11 +35,13 @@ class Finding:
 
 
 def judge(target: Target, requests: Sequence[Recorded], *, system: str,
-          canary: str) -> Finding:
-    """The finding for ``requests`` (everything the mock recorded, in order)."""
+          canary: str, login: bool = False) -> Finding:
+    """The finding for ``requests`` (everything the mock recorded, in order; ``login``: the
+    CLI ran on an emulated login, whose identity hosts it may call)."""
     problems: list[str] = []
+    allowed = target.login_hosts if login else frozenset()
     foreign = sorted({r.target if r.method == "CONNECT" else r.host or r.target
-                      for r in requests if r.foreign})
+                      for r in requests if r.foreign} - allowed)
     model = [r for r in requests if not r.foreign and isinstance(r.body, dict)
              and _is_generation(target, r)]
     if not model:
@@ -88,9 +90,16 @@ def _is_generation(target: Target, r: Recorded) -> bool:
     return path.endswith("/chat/completions")
 
 
+def _inner(target: Target, body: dict[str, Any]) -> dict[str, Any]:
+    """The Gemini API request in ``body``: Code Assist wraps it in ``request``."""
+    inner = body.get("request")
+    return inner if target.dialect == "gemini" and isinstance(inner, dict) else body
+
+
 def tools_offered(target: Target, body: dict[str, Any]) -> list[str]:
     """The names of the tools a request offers the model, as its API spells them (a
     tool without a name, such as a hosted search, by its type or key)."""
+    body = _inner(target, body)
     tools = body.get("tools") or []
     if not isinstance(tools, list):
         return ["<tools is not a list>"]
@@ -122,7 +131,7 @@ def system_text(target: Target, body: dict[str, Any]) -> str:
                      if isinstance(item, dict) and item.get("role") in ("system", "developer")]
         return "\n".join([_texts(body.get("instructions")), *developer])
     if target.dialect == "gemini":
-        return _texts((body.get("systemInstruction") or {}).get("parts"))
+        return _texts((_inner(target, body).get("systemInstruction") or {}).get("parts"))
     return "\n".join(_texts(m.get("content")) for m in body.get("messages") or []
                      if isinstance(m, dict) and m.get("role") == "system")
 

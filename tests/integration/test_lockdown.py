@@ -16,6 +16,7 @@ from typing import Any
 import openai
 import pytest
 import trio
+from mock_openai_upstream import MockOpenAI, serve_mock
 from olp_harness import FAKE_CLAUDE, in_thread, run_proxy
 
 MESSAGES: list[Any] = [{"role": "user", "content": "Hello?"}]
@@ -100,3 +101,29 @@ async def test_a_clean_cli_is_verified_and_a_replaced_binary_is_checked_again(
     kept = (tmp_path / "home" / "lockdown.json").read_text()
     assert "Teleport" in kept and oct((tmp_path / "home" / "lockdown.json").stat().st_mode
                                       & 0o777) == "0o600"
+
+
+async def test_an_http_provider_answers_while_a_cli_is_still_being_checked(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """The checks run off the path: a request for an HTTP provider does not wait for a CLI's
+    check (here one that takes minutes: its CLI starts slowly)."""
+    mock: MockOpenAI = await nursery.start(serve_mock)
+    slow = tmp_path / "bin" / "claude"
+    slow.parent.mkdir()
+    slow.write_text("#!/bin/sh\n"
+                    'case "$1" in --version) echo "2.1.332 (Claude Code)"; exit 0;; esac\n'
+                    f"sleep 300\nexec '{sys.executable}' '{FAKE_CLAUDE}' \"$@\"\n")
+    slow.chmod(0o755)
+    cfg = config(slow)
+    cfg["providers"]["router"] = {
+        "kind": "openai-compatible", "base_url": mock.base_url, "api_key_env": "ROUTER_KEY",
+        "metered": True, "timeouts": {"first_output_s": 5, "idle_s": 5, "total_s": 20}}
+    cfg["routing"] = {"chains": {"fast": [{"provider": "router", "model": "gpt-x",
+                                           "metered": True}]}}
+    with trio.fail_after(60):
+        async with run_proxy(tmp_path / "home", cfg, env={"ROUTER_KEY": "sk-router"}) as proxy:
+            answer = await in_thread(lambda: proxy.client().chat.completions.create(
+                model="fast", messages=MESSAGES))
+            lockdown = proxy.get("/health").json()["providers"]["anthropic"]["lockdown"]
+    assert answer.choices[0].message.content == ANSWER
+    assert lockdown["state"] == "pending"  # claude's check had not finished

@@ -66,3 +66,14 @@ def test_an_emulated_login_instead_of_the_key(tmp_path: Path) -> None:
     toml = config.home_files[".codex/config.toml"]
     assert "requires_openai_auth = true" in toml and "chatgpt_base_url" in toml
     assert ".codex/AGENTS.md" not in config.home_files  # codex reads it by design: no canary
+
+
+def test_a_google_login_for_gemini(tmp_path: Path) -> None:
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    config = _check_config(runner(tmp_path), TARGETS["gemini"], mock(), "CANARY", empty,
+                           login=True)
+    assert config.env["CODE_ASSIST_ENDPOINT"] == "http://127.0.0.1:4242"
+    assert config.env["OLP_GEMINI_AUTH_TYPE"] == "oauth-personal"
+    assert "GEMINI_API_KEY" not in config.env
+    assert (empty / ".gemini" / "oauth_creds.json").is_file()  # what the preflight looks for

@@ -285,3 +285,22 @@ def test_the_test_mocks_share_the_moved_core() -> None:
     for name in ("MAX_BODY", "ClientGone", "Exchange", "fmt_seconds", "read_request",
                  "serve_connection", "serve_http", "while_watching"):
         assert getattr(mockhttp._h11, name) is getattr(_loopback, name)
+
+
+async def test_gemini_code_assist_for_a_google_login(nursery: trio.Nursery) -> None:
+    """A Google login talks to Code Assist (``CODE_ASSIST_ENDPOINT``): its start-up calls are
+    answered, and generation is the Gemini API's answer wrapped in ``response``."""
+    body = {"model": "gemini-2.5-pro", "project": "p", "request": {"contents": []}}
+    with trio.fail_after(GUARD_S):
+        mock = await start(nursery, "gemini")
+        load, loaded = await exchange(mock, "POST", "/v1internal:loadCodeAssist", {})
+        quota, quota_body = await exchange(mock, "POST", "/v1internal:retrieveUserQuota", {})
+        stream, raw = await exchange(mock, "POST",
+                                     "/v1internal:streamGenerateContent?alt=sse", body)
+    assert load.status_code == 200 and json.loads(loaded)["cloudaicompanionProject"]
+    assert quota.status_code == 200 and json.loads(quota_body) == {}
+    [event] = sse_events(raw, event_lines=False)
+    assert stream.status_code == 200
+    assert event["response"]["candidates"][0]["content"]["parts"] == [{"text": ANSWER}]
+    assert [r.target for r in mock.model_requests()] == [
+        "/v1internal:streamGenerateContent?alt=sse"]

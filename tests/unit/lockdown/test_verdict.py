@@ -390,3 +390,29 @@ def test_every_problem_at_once_in_order() -> None:
     assert finding == Finding(offered=("Bash", "Write"), problems=(
         "offers Bash, Write", NOT_SYSTEM, INLINED,
         "contacted another host: statsig.anthropic.com:443"), checked=True)
+
+
+# --- a Google login: Code Assist, and Google's identity host ------------------------------------
+
+def code_assist(inner: dict[str, Any]) -> Recorded:
+    return post("/v1internal:streamGenerateContent?alt=sse",
+                {"model": "gemini-2.5-pro", "project": "p", "request": inner})
+
+
+def test_code_assist_wraps_the_gemini_request() -> None:
+    assert judged(GEMINI, code_assist(gemini())) == Finding()
+    tooled = judged(GEMINI, code_assist(gemini(tools=[{"functionDeclarations": [
+        {"name": "run_shell_command"}]}])))
+    assert tooled.offered == ("run_shell_command",)
+
+
+def test_the_identity_host_is_allowed_only_to_an_emulated_login() -> None:
+    userinfo = Recorded("CONNECT", "www.googleapis.com:443", "www.googleapis.com:443", None,
+                        True)
+    requests = [userinfo, code_assist(gemini())]
+    assert judge(GEMINI, requests, system=SYSTEM, canary=CANARY, login=True) == Finding()
+    assert judge(GEMINI, requests, system=SYSTEM, canary=CANARY).problems == (
+        "contacted another host: www.googleapis.com:443",)
+    assert judge(CLAUDE, [userinfo, claude_request(anthropic())], system=SYSTEM,
+                 canary=CANARY, login=True).problems == (
+        "contacted another host: www.googleapis.com:443",)
