@@ -9,6 +9,7 @@ from olp.actors import Timeouts as Timeouts
 
 from ._env import DEFAULT_BIND as DEFAULT_BIND
 from ._env import DEFAULT_PORT as DEFAULT_PORT
+from ._env import LogFormat as LogFormat
 from ._env import LogLevel as LogLevel
 from ._env import protect_config as protect_config
 from ._load import load_config as load_config

@@ -1,5 +1,5 @@
 """The environment variables OLP reads: ``OLP_HOME``, ``OLP_PORT``, ``OLP_BIND``,
-``OLP_LOG_LEVEL``, ``OLP_OWNER_TOKEN`` and ``OLP_FORBID_METERED_FALLBACK``.
+``OLP_LOG_LEVEL``, ``OLP_LOG_FORMAT``, ``OLP_OWNER_TOKEN`` and ``OLP_FORBID_METERED_FALLBACK``.
 
 Each parser raises :class:`~olp.config.ConfigError` naming the variable; none echoes a secret.
 :func:`olp_home` may create the directory (blocking disk I/O).
@@ -20,6 +20,9 @@ MIN_OWNER_TOKEN_CHARS: Final = 32  # docs/adr/0022: see why 32
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 _LOG_LEVELS: Final[tuple[LogLevel, ...]] = ("debug", "info", "warning", "error")
+#: ``auto``: readable lines on a terminal, JSON lines otherwise (a service, a pipe, a file).
+LogFormat = Literal["auto", "text", "json"]
+_LOG_FORMATS: Final[tuple[LogFormat, ...]] = ("auto", "text", "json")
 
 
 def olp_home(environ: Mapping[str, str]) -> Path:
@@ -79,6 +82,15 @@ def log_level(raw: str | None) -> LogLevel:
             return level
     raise ConfigError(f"environment: OLP_LOG_LEVEL: expected one of "
                       f"{', '.join(_LOG_LEVELS)}, got {raw!r}")
+
+
+def log_format(raw: str | None) -> LogFormat:
+    value = (raw or "").strip().lower() or "auto"
+    for fmt in _LOG_FORMATS:
+        if fmt == value:
+            return fmt
+    raise ConfigError(f"environment: OLP_LOG_FORMAT: expected one of "
+                      f"{', '.join(_LOG_FORMATS)}, got {raw!r}")
 
 
 def owner_token(raw: str | None) -> str | None:

@@ -17,7 +17,7 @@ from olp.actors import Timeouts
 from olp.providers import kit
 
 from . import _env
-from ._env import LogLevel
+from ._env import LogFormat, LogLevel
 from ._load import load_config
 from ._schema import Config, ProviderConfig, ProviderKind, RetryConfig
 
@@ -66,6 +66,7 @@ class Settings:
     config: Config
     owner_token: str | None = None
     forbid_metered_fallback: bool = False
+    log_format: LogFormat = "auto"
 
     @property
     def db_path(self) -> Path:
@@ -152,6 +153,7 @@ def load_settings(environ: Mapping[str, str] = os.environ, *,
         port=_env.port(environ.get("OLP_PORT")),
         bind=_env.bind(environ.get("OLP_BIND")),
         log_level=_env.log_level(environ.get("OLP_LOG_LEVEL")),
+        log_format=_env.log_format(environ.get("OLP_LOG_FORMAT")),
         config=load_config(config_path) if read_config else Config(),
         owner_token=_env.owner_token(environ.get("OLP_OWNER_TOKEN")),
         forbid_metered_fallback=_env.flag(environ.get("OLP_FORBID_METERED_FALLBACK")),

@@ -1,4 +1,6 @@
-"""JSON-lines logging on stderr. Fields come from ``extra=``; prompts are never logged."""
+"""Logging on stderr: JSON lines for services and files, readable lines on a terminal
+(``OLP_LOG_FORMAT``: ``auto``, the default, picks by whether stderr is a terminal). Fields come
+from ``extra=``; prompts are never logged."""
 
 from __future__ import annotations
 
@@ -12,6 +14,11 @@ _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) 
                                                                                   "asctime"}
 
 
+def _extras(record: logging.LogRecord) -> dict[str, Any]:
+    return {k: v for k, v in record.__dict__.items()
+            if k not in _STANDARD and not k.startswith("_")}
+
+
 class JsonLinesFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg`` and the extras."""
 
@@ -22,20 +29,45 @@ class JsonLinesFormatter(logging.Formatter):
             "logger": record.name,
             "msg": record.getMessage(),
         }
-        for key, value in record.__dict__.items():
-            if key not in _STANDARD and not key.startswith("_"):
-                entry[key] = value
+        entry.update(_extras(record))
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure(level: str = "info", stream: TextIO | None = None) -> None:
-    """Send every logger (ours, hypercorn's) to ``stream`` (stderr) as JSON lines."""
-    handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(JsonLinesFormatter())
+class TextFormatter(logging.Formatter):
+    """One readable line: local time, level (upper case from ``warning`` up), the message,
+    then the extras as ``key=value`` (``provider=anthropic``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = record.levelname if record.levelno >= logging.WARNING else \
+            record.levelname.lower()
+        line = f"{time.strftime('%H:%M:%S', time.localtime(record.created))} {level:<7} " \
+               f"{record.getMessage()}"
+        extras = " ".join(f"{k}={_text(v)}" for k, v in _extras(record).items())
+        if extras:
+            line += f"  [{extras}]"
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value)) or "-"
+    return str(value)
+
+
+def configure(level: str = "info", stream: TextIO | None = None, fmt: str = "auto") -> None:
+    """Send every logger (ours, hypercorn's) to ``stream`` (stderr): JSON lines, or readable
+    lines when ``fmt`` is ``text``, or ``auto`` and the stream is a terminal."""
+    out = stream or sys.stderr
+    handler = logging.StreamHandler(out)
+    text = fmt == "text" or (fmt == "auto" and out.isatty())
+    handler.setFormatter(TextFormatter() if text else JsonLinesFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
-    logging.Formatter.converter = time.gmtime
+    if not text:
+        logging.Formatter.converter = time.gmtime

@@ -67,6 +67,9 @@ END_OF_DRAIN_MARGIN_S = 1.0
 #: glibc malloc arenas for the whole proxy: the main thread's and one shared by every worker
 #: thread (glibc's default is 8 per CPU, each keeping its own free memory).
 MALLOC_ARENAS = 2
+#: The one line a start with nothing to serve prints (issue #30: a new user's first start).
+NO_PROVIDER = ("no provider can answer yet: run `olp setup` to find the CLIs you are logged "
+               "into (`olp doctor` says what each one is missing)")
 #: How often free heap memory is handed back to the system (``malloc_trim``), off the event
 #: loop in a worker thread.
 MALLOC_TRIM_EVERY_S = 60.0
@@ -75,7 +78,7 @@ _M_ARENA_MAX = -8  # mallopt parameter, <malloc.h>
 
 def run(settings: Settings) -> int:
     """Run the proxy until stopped by a signal; the process exit status."""
-    logs.configure(settings.log_level)
+    logs.configure(settings.log_level, fmt=settings.log_format)
     libc = glibc()
     if libc is not None:  # before any thread exists: arenas are made on a thread's first malloc
         libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
@@ -190,6 +193,8 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
         sessions = AsyncSessionStore(SessionStore(db))
         runtime = provider_actors.build(settings, environ, session_store=sessions)
         actors = runtime.actors
+        if not any(r.usable for r in runtime.reports.values()):
+            log.warning(NO_PROVIDER)
         await probe_versions(runtime)  # `--version` of each CLI, concurrently
         router = build_router(settings, registry, runtime.providers)
         state = StateStore(db)
