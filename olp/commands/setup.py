@@ -14,17 +14,21 @@ is copied to ``config.json.bak``). Blocks on disk and on each CLI's ``--version`
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
-from olp.config import Config, Registry, Settings, load_registry
+from olp.config import Config, Registry, Settings, load_config, load_registry
 from olp.providers import kit
 from olp.runtime import provider_actors
+from olp.runtime.routing import build_router
 
 from ._tables import printable
 
@@ -146,7 +150,9 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
         return 2
     found = detect(settings, environ, out, versions=versions)
     decide(found, ask=None if yes else ask, allow_metered=allow_metered)
-    config = build_config(found, load_registry())
+    registry = load_registry()
+    config = build_config(found, registry)
+    dropped = drop_unusable_chains(config, settings, environ, registry)
     if path.exists():
         shutil.copy2(path, path.with_name(path.name + ".bak"))
     text = json.dumps(config, indent=2) + "\n"
@@ -169,6 +175,13 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
     for name, entries in chains.items():
         print(f"  chain {name}: " + " -> ".join(f"{e['provider']}/{e['model']}"
                                                for e in entries), file=out)
+    for name, reason in dropped.items():
+        print(printable(f"  chain {name}: not written, `olp start` could not use it: {reason}"),
+              file=out)
+    if not chains and dropped:
+        print("No chain can be used yet (see why above): fix that, then run `olp setup "
+              "--force`.", file=out)
+        return 1
     if not chains:
         print("No provider can be used yet: install and log into one (see the fixes above), "
               "then run `olp setup --force`.", file=out)
@@ -176,6 +189,32 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
     print("Next: `olp start` (or `olp service install`), then `olp keys create NAME` for "
           "each person or tool.", file=out)
     return 0
+
+
+def drop_unusable_chains(config: dict[str, Any], settings: Settings,
+                         environ: Mapping[str, str], registry: Registry) -> dict[str, str]:
+    """Remove from ``config`` every chain ``olp start`` would find unusable with it (the same
+    router, the same environment), and return why each went. What setup detected and what
+    the proxy will see can differ (a metered credential setup read as a subscription wrote
+    chains whose entries lacked ``"metered": true``)."""
+    chains = config.get("routing", {}).get("chains", {})
+    if not chains:
+        return {}
+    with tempfile.TemporaryDirectory(prefix="olp-setup-") as tmp:
+        path = Path(tmp) / "config.json"
+        path.write_text(json.dumps(config))
+        trial = dataclasses.replace(settings, config=load_config(path), config_path=path)
+    logging.disable(logging.WARNING)
+    try:
+        runtime = provider_actors.build(trial, environ)
+        unusable = dict(build_router(trial, registry, runtime.providers).unusable_chains)
+    finally:
+        logging.disable(logging.NOTSET)
+    for name in unusable:
+        chains.pop(name, None)
+    if not chains:
+        config.pop("routing", None)
+    return unusable
 
 
 def terminal_ask(inp: Callable[[str], str] = input) -> Ask:

@@ -126,3 +126,34 @@ def test_a_broken_config_can_be_replaced_and_no_terminal_needs_yes(
     assert main(["setup", "--yes", "--force"]) == 0
     assert json.loads(path.read_text())["providers"]["enabled"]["anthropic"] is True
     assert (path.parent / "config.json.bak").read_text() == "{not json"
+
+
+def test_a_chain_olp_start_could_not_use_is_not_written(
+        machine: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What setup detected and what the proxy sees can differ. Here codex's only login is an
+    API key (metered) but detection says "subscription", so every entry lacks
+    ``"metered": true``: no chain is written, and setup says why (issue #30)."""
+    (machine / "bin" / "claude").unlink()
+    (machine / "bin" / "codex").symlink_to(FAKE_CLAUDE.with_name("fake_codex.py"))
+    codex_home = machine / "user" / ".codex"
+    codex_home.mkdir(parents=True)
+    (codex_home / "auth.json").write_text(json.dumps(
+        {"auth_mode": "apikey", "OPENAI_API_KEY": "sk-codex"}))
+    detect = setup.detect
+
+    def misread(*args: object, **kwargs: object) -> list[setup.Found]:
+        found = detect(*args, **kwargs)  # type: ignore[arg-type]
+        for f in found:
+            if f.name == "openai":
+                f.metered = False
+        return found
+
+    monkeypatch.setattr(setup, "detect", misread)
+    code, out = run()
+    assert code == 1
+    assert "openai     used:" in out
+    assert 'chain default: not written, `olp start` could not use it: ' in out
+    assert '"metered": true' in out
+    assert "No chain can be used yet (see why above)" in out
+    config = json.loads((machine / "olp" / "config.json").read_text())
+    assert "routing" not in config
