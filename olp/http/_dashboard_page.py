@@ -20,6 +20,7 @@ main { display:grid; gap:14px; padding:14px; grid-template-columns:repeat(auto-f
 section { background:var(--card); border:1px solid var(--line); border-radius:10px; padding:12px 14px;
   overflow-x:auto; }
 section h2 { font-size:15px; margin:0 0 8px; }
+section.wide { grid-column:1 / -1; }
 table { border-collapse:collapse; width:100%; font-size:13px; }
 th,td { text-align:left; padding:4px 6px; border-bottom:1px solid var(--line); vertical-align:top; }
 th { color:var(--mute); font-weight:600; }
@@ -63,7 +64,7 @@ PAGE: Final = """<!doctype html>
 <button id="logout" type="button">Log out</button></span></header>
 <p id="flash" class="mute" style="padding:0 16px"></p>
 <main>
-<section id="providers"><h2>Providers</h2><table><thead><tr><th>provider</th><th>state</th>
+<section id="providers" class="wide"><h2>Providers</h2><table><thead><tr><th>provider</th><th>state</th>
 <th>in flight</th><th>warm</th><th>credentials</th><th>tier</th></tr></thead><tbody></tbody>
 </table>
 <p><button id="reset-cooldowns" type="button">Reset cooldowns and circuits</button></p></section>
@@ -78,10 +79,10 @@ PAGE: Final = """<!doctype html>
 <th>provider</th><th>input tokens</th><th>cached</th><th>reuse</th></tr></thead><tbody></tbody>
 </table><p class="mute">Of each provider's input tokens today (every key), the share its vendor
 read from its prompt cache.</p></section>
-<section id="usage"><h2>Usage today, per key</h2><table><thead><tr><th>key</th><th>tier</th>
+<section id="usage" class="wide"><h2>Usage today, per key</h2><table><thead><tr><th>key</th><th>tier</th>
 <th>requests</th><th>tokens</th><th>cached</th><th></th></tr></thead><tbody></tbody></table>
 <h2 style="margin-top:12px">Last 30 days</h2><div id="trend"></div></section>
-<section id="recent"><h2>Recent requests and fallbacks</h2><table><thead><tr><th>time</th>
+<section id="recent" class="wide"><h2>Recent requests and fallbacks</h2><table><thead><tr><th>time</th>
 <th>key</th><th>model</th><th>served by</th><th>status</th><th>ms</th></tr></thead><tbody>
 </tbody></table></section>
 </main>

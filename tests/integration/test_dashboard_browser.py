@@ -99,6 +99,18 @@ def browse(proxy: Proxy, chromium: str, guest: str, shots: Path) -> dict[str, An
             seen["phone_overflow"] = small.evaluate(
                 "document.documentElement.scrollWidth > window.innerWidth + 1")
             small.screenshot(path=str(shots / "dashboard-phone.png"), full_page=True)
+            seen["cut"] = {}
+            for width in (1280, 1440):  # a laptop: every column of every panel readable
+                desk = browser.new_context(viewport={"width": width, "height": 900},
+                                           storage_state=context.storage_state(),
+                                           bypass_csp=True)
+                wide = desk.new_page()
+                wide.goto(f"{proxy.url}/dashboard")
+                wide.locator("#recent tbody tr").nth(1).wait_for()
+                seen["cut"][width] = wide.evaluate(
+                    "Array.from(document.querySelectorAll('section'))"
+                    ".filter(s => s.scrollWidth > s.clientWidth + 1).map(s => s.id)")
+                wide.screenshot(path=str(shots / f"dashboard-{width}.png"), full_page=True)
             seen["session"] = next(c["value"] for c in context.cookies()
                                    if c["name"] == "olp_session")
         finally:
@@ -169,6 +181,7 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert guest_after.status_code == 401  # the revoked key no longer works
     assert csrf_less.status_code == 403
     assert not seen["phone_overflow"]  # readable on a phone: nothing wider than the screen
+    assert seen["cut"] == {1280: [], 1440: []}  # no panel scrolls sideways on a laptop
     assert (tmp_path / "dashboard.png").stat().st_size > 10_000
     target = os.environ.get("OLP_DASHBOARD_SCREENSHOT")
     if target:
