@@ -20,6 +20,7 @@ from ._registry import ModelListing as ModelListing
 from ._registry import Registry as Registry
 from ._registry import RegistryError as RegistryError
 from ._registry import load_registry as load_registry
+from ._schema import AccountConfig as AccountConfig
 from ._schema import AuthConfig as AuthConfig
 from ._schema import CacheConfig as CacheConfig
 from ._schema import ChainEntry as ChainEntry
@@ -35,6 +36,8 @@ from ._schema import ServerConfig as ServerConfig
 from ._schema import SoftTriggers as SoftTriggers
 from ._schema import StreamingConfig as StreamingConfig
 from ._schema import TimeoutsConfig as TimeoutsConfig
+from ._settings import IMPLICIT_DEFAULT as IMPLICIT_DEFAULT
+from ._settings import AccountSettings as AccountSettings
 from ._settings import ProviderSettings as ProviderSettings
 from ._settings import Settings as Settings
 from ._settings import load_settings as load_settings

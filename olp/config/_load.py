@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from olp.providers import kit
+from olp.store import valid_account_name
 
 from ._schema import (
     AuditConfig,
@@ -174,6 +175,16 @@ def _check(config: Config, source: Path) -> None:
         for path in block.sandbox_read_only:
             if not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
                 fail(f"{where}.sandbox_read_only", f"{path!r} must be an absolute path")
+        if block.accounts and (spec is None or spec.kind != "cli"):
+            fail(f"{where}.accounts", "accounts are logins of a CLI provider; an HTTP "
+                 "provider is one API key (declare another provider for another key)")
+        for account, written_account in block.accounts.items():
+            if not valid_account_name(account):
+                fail(f"{where}.accounts", f"{account!r} is not an account name (1-32 of a-z, "
+                     "0-9, - and _, starting with a letter or digit)")
+            home = written_account.home
+            if home is not None and not Path(home).expanduser().is_absolute():
+                fail(f"{where}.accounts.{account}.home", f"{home!r} must be an absolute path")
     for name, chain in config.routing.chains.items():
         if not chain:
             fail(f"routing.chains.{name}", "a chain needs at least one entry")

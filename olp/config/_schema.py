@@ -51,6 +51,22 @@ class RetryConfig(Strict, frozen=True, kw_only=True):
     max_retry_after_s: NonNegative = 5.0
 
 
+class AccountConfig(Strict, frozen=True, kw_only=True):
+    """``providers.<name>.accounts.<account>`` (issue #30): one login of the provider's CLI.
+    ``home``: where the login lives (the directory the CLI's own home variable names;
+    default ``$OLP_HOME/accounts/<provider>/<account>``); ``env``: variables added to its
+    spawns (e.g. ``CLAUDE_CODE_OAUTH_TOKEN``); ``serves``: ``"*"`` when keys without a binding
+    for the provider may use it (omitted: only keys bound to it)."""
+
+    home: NonEmpty | None = None
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    serves: Literal["*"] | None = None
+
+    def __repr__(self) -> str:  # env may hold tokens: show names only
+        return (f"AccountConfig(home={self.home!r}, serves={self.serves!r}, "
+                f"env_keys={sorted(self.env)!r})")
+
+
 class ProviderConfig(Strict, frozen=True, kw_only=True):
     """One ``providers.<name>`` block as written (see :meth:`Settings.provider` for defaults)."""
 
@@ -76,6 +92,7 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     sessions: bool | None = None
     session_ttl_s: Positive = 3600.0  # a kept session unused this long is dropped
     lockdown_check: bool = True  # self-check the CLI's lockdown before it serves (#26)
+    accounts: dict[str, AccountConfig] = msgspec.field(default_factory=dict)  # issue #30
 
     def __repr__(self) -> str:  # env may hold API keys: show names only
         return (f"ProviderConfig(kind={self.kind!r}, binary={self.binary!r}, "

@@ -12,14 +12,33 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final
 
 from olp.actors import Timeouts
 from olp.providers import kit
+from olp.store import DEFAULT_ACCOUNT
 
 from . import _env
 from ._env import LogFormat, LogLevel
 from ._load import load_config
 from ._schema import Config, ProviderConfig, ProviderKind, RetryConfig
+
+
+@dataclass(frozen=True, slots=True)
+class AccountSettings:
+    """One login of a CLI provider (issue #30). ``home``: the directory the CLI's own home
+    variable names for it (``None``: the owner's own login, found as before accounts
+    existed; only the default account has none); ``env``: added to its spawns;
+    ``serves_all``: keys without a binding for the provider may use it."""
+
+    name: str
+    home: Path | None = None
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
+    serves_all: bool = True
+
+
+#: The account of a provider whose config names none: the owner's own login, for every key.
+IMPLICIT_DEFAULT: Final = AccountSettings(DEFAULT_ACCOUNT)
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +66,12 @@ class ProviderSettings:
     sessions: bool = False  # the CLI's own session kept between turns (issue #25)
     session_ttl_s: float = 3600.0
     lockdown_check: bool = True  # the self-check before the CLI serves (issue #26)
+    #: Its logins in the order unbound keys try them: ``default`` first unless configured
+    #: (then in file order). Always at least one.
+    accounts: tuple[AccountSettings, ...] = (IMPLICIT_DEFAULT,)
+
+    def account(self, name: str) -> AccountSettings | None:
+        return next((a for a in self.accounts if a.name == name), None)
 
     @property
     def spec(self) -> kit.ProviderSpec | None:
@@ -134,7 +159,23 @@ class Settings:
             sessions=block.sessions if block.sessions is not None else spec.sessions,
             session_ttl_s=block.session_ttl_s,
             lockdown_check=block.lockdown_check,
+            accounts=self._accounts(name, block),
         )
+
+    def _accounts(self, provider: str, block: ProviderConfig) -> tuple[AccountSettings, ...]:
+        """The provider's accounts: the implicit default (unless written), then the written
+        ones in file order, each home defaulting to ``$OLP_HOME/accounts/<provider>/<name>``
+        (the default account's to the owner's own login)."""
+        out = [] if DEFAULT_ACCOUNT in block.accounts else [IMPLICIT_DEFAULT]
+        for name, written in block.accounts.items():
+            home = Path(written.home).expanduser() if written.home is not None else \
+                None if name == DEFAULT_ACCOUNT else self.account_home(provider, name)
+            out.append(AccountSettings(name, home, dict(written.env), written.serves == "*"))
+        return tuple(out)
+
+    def account_home(self, provider: str, account: str) -> Path:
+        """Where an account's login lives unless its ``home`` says otherwise."""
+        return self.home / "accounts" / provider / account
 
 
 def load_settings(environ: Mapping[str, str] = os.environ, *,

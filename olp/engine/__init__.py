@@ -16,6 +16,8 @@ from ._routes import Route as Route
 from ._routes import Router as Router
 from ._routes import UnknownModel as UnknownModel
 from ._routes import UnusableChain as UnusableChain
+from ._routes import slot_name as slot_name
+from ._routes import split_slot as split_slot
 from ._sources import CacheMode as CacheMode
 from ._sources import RequestContext as RequestContext
 from ._sources import Sources as Sources

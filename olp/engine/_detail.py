@@ -6,6 +6,8 @@ import json
 from dataclasses import dataclass
 from typing import Literal
 
+from olp.store import DEFAULT_ACCOUNT
+
 TriggerType = Literal["hard", "soft", "client_error", "auth_missing", "non_trigger"]
 DETAIL_CAP_BYTES = 4096
 MESSAGE_CHARS = 200
@@ -25,14 +27,15 @@ class HopRecord:
     trigger_type: TriggerType
     retry_after_s: float | None = None
     seconds: float | None = None  # how long an attempted hop ran (None: skipped)
+    account: str = DEFAULT_ACCOUNT  # which login of the provider (issue #30)
 
     def as_tuple(self) -> dict[str, object]:
         message = self.error_message
         if len(message) > MESSAGE_CHARS:
             message = message[:MESSAGE_CHARS - 1] + "\u2026"
-        return {"hop": self.hop, "provider": self.provider, "model": self.model,
-                "code": self.code, "category": self.category, "error_message": message,
-                "trigger_type": self.trigger_type}
+        return {"hop": self.hop, "provider": self.provider, "account": self.account,
+                "model": self.model, "code": self.code, "category": self.category,
+                "error_message": message, "trigger_type": self.trigger_type}
 
 
 def detail_header(records: list[HopRecord], cap: int = DETAIL_CAP_BYTES) -> str:

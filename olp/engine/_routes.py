@@ -7,6 +7,20 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from olp.ir import Category
+from olp.store import DEFAULT_ACCOUNT
+
+
+def slot_name(provider: str, account: str) -> str:
+    """The name of the actor serving ``provider``'s ``account``: the provider's own name for
+    the default account (so a config without accounts names everything as before), else
+    ``provider@account``."""
+    return provider if account == DEFAULT_ACCOUNT else f"{provider}@{account}"
+
+
+def split_slot(slot: str) -> tuple[str, str]:
+    """``(provider, account)`` of a :func:`slot_name`."""
+    provider, _, account = slot.partition("@")
+    return provider, account or DEFAULT_ACCOUNT
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +37,9 @@ class Capabilities:
 class Hop:
     """One entry of a route. ``name`` defaults to ``provider:model``; ``on`` is the gate on
     entering this hop after a failure (``None``: the default categories); ``unsupported`` is
-    what to do when the request needs a capability the hop lacks."""
+    what to do when the request needs a capability the hop lacks. ``accounts``: the
+    provider's logins this entry may use, in order (issue #30); a request's walk tries those
+    its key may use, one :attr:`account` at a time."""
 
     provider: str
     model: str
@@ -33,10 +49,18 @@ class Hop:
     unsupported: Literal["skip", "ignore"] = "skip"
     context_window: int | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
+    accounts: tuple[str, ...] = (DEFAULT_ACCOUNT,)
+    account: str = DEFAULT_ACCOUNT
 
     def __post_init__(self) -> None:
         if not self.name:
             object.__setattr__(self, "name", f"{self.provider}:{self.model}")
+
+    @property
+    def slot(self) -> str:
+        """The actor that serves this hop: its provider's, or its account's (``claude@bob``);
+        cooldowns, circuits, soft triggers and quota windows are kept per slot."""
+        return slot_name(self.provider, self.account)
 
 
 @dataclass(frozen=True, slots=True)

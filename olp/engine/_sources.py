@@ -13,6 +13,7 @@ from olp.actors import ProviderActor
 from olp.cache import CacheService, ReplaySource, Singleflight, cache_key
 from olp.ir import ChatRequest, Error, Event, EventSource, Stop
 from olp.providers import kit
+from olp.store import Binding
 
 from ._routes import Hop
 
@@ -25,11 +26,13 @@ class RequestContext:
     """Per-request facts the engine needs besides the request: whose cache namespace (the
     API key's id; ``None`` disables the cache), the client's ``Cache-Control``:
     ``no-cache`` (no read, no singleflight, still write) or ``no-store`` (neither), and the
-    providers the key may reach (a hop of another is skipped as ``KEY_POLICY``)."""
+    providers the key may reach (a hop of another is skipped as ``KEY_POLICY``), and the
+    accounts it is bound to (:mod:`olp.store._bindings`)."""
 
     namespace: str | None = None
     cache_mode: CacheMode = "default"
     providers: frozenset[str] | None = None  # the key's allow-list; None = every provider
+    accounts: Binding = ()  # the key's binding; () = unbound for every provider
 
 
 NO_CONTEXT = RequestContext()  # no cache namespace: the cache is not used

@@ -272,13 +272,14 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
 def context() -> RequestContext:
     """The engine's view of this request: the caller's cache namespace (its key's id) and
     the client's ``Cache-Control`` (``no-store`` wins over ``no-cache``), and the key's
-    provider allow-list."""
+    provider allow-list and account binding."""
     directives = {d.strip().lower() for d in
                   request.headers.get("Cache-Control", "").split(",")}
     mode: CacheMode = "no-store" if "no-store" in directives else \
         "no-cache" if "no-cache" in directives else "default"
+    policy = key_policy(g.principal)
     return RequestContext(namespace=str(g.principal.key_id), cache_mode=mode,
-                          providers=key_policy(g.principal).providers)
+                          providers=policy.providers, accounts=policy.accounts)
 
 
 def key_policy(principal: object) -> KeyPolicy:

@@ -123,5 +123,12 @@ def _check_config(runner: CliRunner, target: Target, mock: VendorMock, canary: s
 
 def _without_secrets(env: Mapping[str, str]) -> dict[str, str]:
     """``env`` without the variables that may hold a real credential (a login token or a
-    key passed through to the CLI): the check runs on the throwaway key alone."""
-    return {k: v for k, v in env.items() if not any(w in k.upper() for w in SECRET_WORDS)}
+    key passed through to the CLI) or point at a real login (a CLI's home variable, such
+    as an account's ``CLAUDE_CONFIG_DIR``): the check runs on the throwaway key alone."""
+    return {k: v for k, v in env.items()
+            if not any(w in k.upper() for w in SECRET_WORDS) and not _names_a_home(k)}
+
+
+def _names_a_home(name: str) -> bool:
+    upper = name.upper()
+    return upper != "HOME" and (upper.endswith("_HOME") or upper.endswith("CONFIG_DIR"))

@@ -132,6 +132,26 @@ class ProviderSpec:
     #: kept between turns and resumed (issue #25; only where measured to work).
     sessions: bool = False
     warm_units: Callable[[], WarmUnits] | None = None
+    #: The CLI's own variable for where its login lives (``CLAUDE_CONFIG_DIR``…): an
+    #: account's ``home`` is found through it (issue #30); ``None``: its login is a key in
+    #: the environment only.
+    home_var: str | None = None
+    #: Variables of the proxy's environment that hold or point at the owner's login: an
+    #: account other than the owner's never sees them (:meth:`account_env`).
+    login_vars: tuple[str, ...] = ()
+
+    def account_env(self, proxy_env: Mapping[str, str], home: Path | None) -> dict[str, str]:
+        """The proxy's environment as one account's spawns see it: for an account with its
+        own ``home``, without :attr:`login_vars` and with :attr:`home_var` naming ``home``
+        (the credentials' ``spawn_env`` finds the login there, never the owner's); for the
+        owner's own login (``home`` ``None``), unchanged."""
+        if home is None:
+            return dict(proxy_env)
+        env = {k: v for k, v in proxy_env.items()
+               if k not in self.login_vars and k != self.home_var}
+        if self.home_var is not None:
+            env[self.home_var] = str(home)
+        return env
 
     def __post_init__(self) -> None:
         if self.kind == "cli":

@@ -5,6 +5,12 @@ Responses answers kept for ``previous_response_id``.
 Sync APIs block on disk I/O (for the CLI); the async ones run in worker threads (for Trio).
 """
 
+from ._bindings import DEFAULT_ACCOUNT as DEFAULT_ACCOUNT
+from ._bindings import Binding as Binding
+from ._bindings import bound_accounts as bound_accounts
+from ._bindings import format_binding as format_binding
+from ._bindings import parse_binding as parse_binding
+from ._bindings import valid_account_name as valid_account_name
 from ._db import MIGRATIONS as MIGRATIONS
 from ._db import Database as Database
 from ._db import StoreError as StoreError

@@ -174,6 +174,45 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX responses_used ON responses (used_at);
     CREATE INDEX responses_key ON responses (key);
     """,
+    # 12: accounts (issue #30, olp/store/_bindings.py): a key's binding ('claude:alice,…';
+    # NULL: none); the account that answered, in the audit trail (NULL before) and in the
+    # usage ledger, one row per key x provider x account x model x day ('default' before;
+    # '-' for a request no hop took). SQLite cannot widen a primary key: the ledger is
+    # copied into its new shape.
+    """
+    ALTER TABLE api_keys ADD COLUMN accounts TEXT;
+    ALTER TABLE audit ADD COLUMN account TEXT;
+    CREATE TABLE usage_by_account (
+        day               TEXT NOT NULL,
+        key               TEXT NOT NULL,
+        key_name          TEXT NOT NULL,
+        provider          TEXT NOT NULL,
+        account           TEXT NOT NULL,
+        model             TEXT NOT NULL,
+        requests          INTEGER NOT NULL DEFAULT 0,
+        served            INTEGER NOT NULL DEFAULT 0,
+        refused           INTEGER NOT NULL DEFAULT 0,
+        failed_hops       INTEGER NOT NULL DEFAULT 0,
+        fallbacks         INTEGER NOT NULL DEFAULT 0,
+        cache_hits        INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0,
+        spawn_seconds     REAL NOT NULL DEFAULT 0,
+        prompt_chars      INTEGER NOT NULL DEFAULT 0,
+        response_chars    INTEGER NOT NULL DEFAULT 0,
+        cached_tokens     INTEGER NOT NULL DEFAULT 0,
+        PRIMARY KEY (day, key, provider, account, model)
+    ) WITHOUT ROWID;
+    INSERT INTO usage_by_account
+        SELECT day, key, key_name, provider,
+               CASE WHEN provider = '-' THEN '-' ELSE 'default' END, model, requests, served,
+               refused, failed_hops, fallbacks, cache_hits, prompt_tokens, completion_tokens,
+               spawn_seconds, prompt_chars, response_chars, cached_tokens
+        FROM usage;
+    DROP TABLE usage;
+    ALTER TABLE usage_by_account RENAME TO usage;
+    CREATE INDEX usage_key_day ON usage (key, day);
+    """,
 )
 
 

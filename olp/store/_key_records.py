@@ -15,6 +15,8 @@ import secrets
 from dataclasses import dataclass, field, fields, replace
 from typing import Final, Literal
 
+from ._bindings import Binding
+
 Tier = Literal["owner", "guest"]
 TOKEN_PREFIX: Final = "olp_"
 
@@ -65,11 +67,12 @@ NO_LIMITS: Final = Limits()
 
 @dataclass(frozen=True, slots=True)
 class KeyPolicy:
-    """What a key may do: the providers its requests may reach (``None`` = every one) and
-    its :class:`Limits`."""
+    """What a key may do: the providers its requests may reach (``None`` = every one), its
+    :class:`Limits`, and the accounts it is bound to (``()``: none; see :mod:`._bindings`)."""
 
     providers: frozenset[str] | None = None
     limits: Limits = field(default=NO_LIMITS)
+    accounts: Binding = ()
 
     def allows(self, provider: str) -> bool:
         return self.providers is None or provider in self.providers

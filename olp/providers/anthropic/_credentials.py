@@ -19,6 +19,11 @@ from olp.failures import Code, failure
 from olp.ir import Error
 
 CREDENTIALS_IN_HOME: Final = ".claude/.credentials.json"
+#: claude's own variable for where its login and settings live.
+CONFIG_DIR_VAR: Final = "CLAUDE_CONFIG_DIR"
+#: The proxy's ``CLAUDE_CONFIG_DIR``, carried to the credential check (never as claude's
+#: own variable: a spawn keeps its settings in its private home).
+SEEN_CONFIG_DIR_VAR: Final = "OLP_CLAUDE_CONFIG_DIR"
 TOKEN_VARS: Final = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
 ALWAYS_ENV: Final = {"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1"}
 PASSED_THROUGH: Final = ("CLAUDE_CODE_OAUTH_TOKEN",)
@@ -30,16 +35,21 @@ MISSING_MESSAGE: Final = (
 
 def spawn_env(proxy_env: Mapping[str, str]) -> dict[str, str]:
     """The always-on variables plus ``CLAUDE_CODE_OAUTH_TOKEN`` from the proxy's environment
-    when it is set and non-empty; nothing else of the proxy's environment."""
+    when it is set and non-empty, and the proxy's ``CLAUDE_CONFIG_DIR`` as
+    ``OLP_CLAUDE_CONFIG_DIR`` (where the login file is found); nothing else."""
     env = dict(ALWAYS_ENV)
     env.update({k: proxy_env[k] for k in PASSED_THROUGH if proxy_env.get(k)})
+    if proxy_env.get(CONFIG_DIR_VAR):
+        env[SEEN_CONFIG_DIR_VAR] = proxy_env[CONFIG_DIR_VAR]
     return env
 
 
 def credentials_file(env: Mapping[str, str], real_home: Path) -> Path:
     """Where claude keeps its login: under ``CLAUDE_CONFIG_DIR`` (``~`` expanded) when that is
-    set and non-empty in ``env``, else ``<real_home>/.claude/.credentials.json``."""
-    config_dir = env.get("CLAUDE_CONFIG_DIR")
+    set and non-empty in ``env`` (the provider's configured one), else under the proxy's
+    (``OLP_CLAUDE_CONFIG_DIR``, an account's home), else
+    ``<real_home>/.claude/.credentials.json``."""
+    config_dir = env.get(CONFIG_DIR_VAR) or env.get(SEEN_CONFIG_DIR_VAR)
     if config_dir:
         return Path(config_dir).expanduser() / ".credentials.json"
     return real_home / CREDENTIALS_IN_HOME

@@ -22,6 +22,8 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    home_var=_credentials.CONFIG_DIR_VAR,
+    login_vars=(*_credentials.TOKEN_VARS, _credentials.SEEN_CONFIG_DIR_VAR),
     metered_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),
     # claude streams tokens; its idle deadline must fire before claude's own re-ask.
     timeouts=Timeouts(first_output_s=60.0, idle_s=120.0, total_s=600.0),

@@ -21,6 +21,8 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @openai/codex, then run `codex login`",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    home_var="CODEX_HOME",
+    login_vars=(_credentials.AUTH_PATH_VAR, *_credentials.KEY_VARS),
     metered_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
     # codex prints content only once the answer is done: first output == total.
     timeouts=Timeouts(first_output_s=600.0, idle_s=120.0, total_s=600.0),

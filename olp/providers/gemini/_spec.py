@@ -21,6 +21,9 @@ SPEC = ProviderSpec(
                  "in with Google (or set GEMINI_API_KEY in providers.gemini.env)",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    home_var=_credentials.HOME_VAR,
+    login_vars=(*_credentials.KEY_VARS, _credentials.AUTH_TYPE_VAR,
+                "GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_CLOUD_PROJECT"),
     metered_env=_credentials.KEY_VARS,
     # gemini streams token deltas after ~2 s of start-up; a thinking model may be silent for
     # a while before its first one.

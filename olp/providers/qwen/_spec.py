@@ -23,6 +23,7 @@ SPEC = ProviderSpec(
                  "OPENAI_BASE_URL in providers.qwen.env",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    login_vars=(_credentials.CODING_PLAN_VAR, _credentials.KEY_VAR, _credentials.BASE_URL_VAR),
     # a Coding Plan key reaches qwen as OPENAI_API_KEY too: _credentials.metered_source
     # tells a plan from a per-token key
     metered_env=(),

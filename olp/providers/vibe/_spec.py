@@ -29,6 +29,8 @@ SPEC = ProviderSpec(
                  "API key",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    home_var=_credentials.HOME_VAR,
+    login_vars=(_credentials.KEY_VAR, _credentials.AUTH_PATH_VAR),
     metered_env=("MISTRAL_API_KEY",),
     # vibe prints whole messages once the answer is done: first output == total.
     timeouts=Timeouts(first_output_s=600.0, idle_s=120.0, total_s=600.0),
