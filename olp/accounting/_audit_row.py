@@ -20,7 +20,9 @@ class AuditRow:
     secret. ``key`` is the key's id as text (``None``: no valid key was sent); ``action`` what
     a management request did and to what (``revoke_key bob``); ``suppressed``, on a summary
     row (outcome ``suppressed``), how many similar rows were dropped
-    (:class:`~._throttle.AuditThrottle`)."""
+    (:class:`~._throttle.AuditThrottle`); ``account``, which login of ``provider`` served
+    the request or was tried first (issue #30; ``None``: no hop took it, or a row from
+    before accounts)."""
 
     at: float
     request_id: str
@@ -41,6 +43,7 @@ class AuditRow:
     outcome: str
     action: str | None = None
     suppressed: int | None = None
+    account: str | None = None
 
 
 AUDIT_COLUMNS = tuple(f.name for f in fields(AuditRow))

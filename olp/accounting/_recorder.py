@@ -16,10 +16,11 @@ import sqlite3
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import astuple, dataclass, fields
+from typing import Final
 
 import trio
 
-from olp.store import Database
+from olp.store import DEFAULT_ACCOUNT, Database
 
 from ._audit_row import AUDIT_COLUMNS, AuditRow, bounded
 from ._throttle import AuditThrottle
@@ -29,11 +30,15 @@ log = logging.getLogger("olp.accounting")
 
 #: Rows kept in memory while the database cannot be written (the oldest are dropped).
 MAX_PENDING_ROWS = 100_000
+#: The provider, account and model of a request no hop took.
+NO_PROVIDER: Final = "-"
 
 
 @dataclass(frozen=True, slots=True)
 class UsageDelta:
-    """What one request adds to one ledger row (key x provider x model x day)."""
+    """What one request adds to one ledger row (key x provider x account x model x day).
+    ``account`` is the provider's login (issue #30); a request no hop took (provider ``-``)
+    is on account ``-``."""
 
     provider: str
     model: str
@@ -47,10 +52,16 @@ class UsageDelta:
     completion_tokens: int = 0
     cached_tokens: int = 0  # of the prompt tokens, those read from the vendor's prompt cache
     spawn_seconds: float = 0.0
+    account: str = DEFAULT_ACCOUNT
+
+    def __post_init__(self) -> None:
+        if self.provider == NO_PROVIDER:
+            object.__setattr__(self, "account", NO_PROVIDER)
 
 
-COUNTERS = tuple(f.name for f in fields(UsageDelta))[2:]
-_LedgerKey = tuple[str, str, str, str, str]  # day, key, key_name, provider, model
+_NAMES: Final = ("provider", "model", "account")
+COUNTERS = tuple(f.name for f in fields(UsageDelta) if f.name not in _NAMES)
+_LedgerKey = tuple[str, str, str, str, str, str]  # day, key, key_name, provider, account, model
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +105,8 @@ class Recorder:
             return
         day = day_of(row.at)
         for delta in usage:
-            key = (day, row.key, row.key_name or "", delta.provider, delta.model)
+            key = (day, row.key, row.key_name or "", delta.provider, delta.account,
+                   delta.model)
             sums = self._usage.setdefault(key, [0.0] * len(COUNTERS))
             for i, name in enumerate(COUNTERS):
                 sums[i] += getattr(delta, name)
@@ -178,9 +190,9 @@ def _write(c: sqlite3.Connection, rows: list[AuditRow],
                   [astuple(r) for r in rows])
     sets = ", ".join(f"{n} = {n} + excluded.{n}" for n in COUNTERS)
     c.executemany(
-        f"INSERT INTO usage (day, key, key_name, provider, model, {', '.join(COUNTERS)}) "
-        f"VALUES ({', '.join('?' * (5 + len(COUNTERS)))}) "
-        f"ON CONFLICT (day, key, provider, model) DO UPDATE SET {sets}, "
+        "INSERT INTO usage (day, key, key_name, provider, account, model, "
+        f"{', '.join(COUNTERS)}) VALUES ({', '.join('?' * (6 + len(COUNTERS)))}) "
+        f"ON CONFLICT (day, key, provider, account, model) DO UPDATE SET {sets}, "
         "key_name = excluded.key_name",
         [(*key, *(_number(n, v) for n, v in zip(COUNTERS, sums, strict=True)))
          for key, sums in usage.items()])

@@ -9,7 +9,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from olp.store import Database
+from olp.store import DEFAULT_ACCOUNT, Database, slot_name, split_slot
 
 from ._audit_row import AUDIT_COLUMNS, clip_columns
 from ._limiter import Seed
@@ -45,8 +45,9 @@ def load_counts(db: Database, now: float) -> dict[str, Seed]:
 
 def usage_report(db: Database, now: float, *, days: int = 30, key: str | None = None,
                  key_name: str | None = None) -> list[dict[str, Any]]:
-    """Ledger rows of the last ``days`` UTC days (today included), newest day first;
-    only ``key``'s (its id as text) or ``key_name``'s when given."""
+    """Ledger rows of the last ``days`` UTC days (today included), newest day first, one
+    per key x provider x account x model x day; only ``key``'s (its id as text) or
+    ``key_name``'s when given."""
     first = (dt.date.fromisoformat(day_of(now)) - dt.timedelta(days=max(1, days) - 1))
     where, args = ["day >= ?"], [first.isoformat()]
     if key is not None:
@@ -55,10 +56,10 @@ def usage_report(db: Database, now: float, *, days: int = 30, key: str | None = 
     if key_name is not None:
         where.append("key_name = ?")
         args.append(key_name)
-    columns = ("day", "key", "key_name", "provider", "model", *COUNTERS)
+    columns = ("day", "key", "key_name", "provider", "account", "model", *COUNTERS)
     rows = db.read(lambda c: c.execute(
         f"SELECT {', '.join(columns)} FROM usage WHERE {' AND '.join(where)} "
-        "ORDER BY day DESC, key_name, provider, model", args).fetchall())
+        "ORDER BY day DESC, key_name, provider, account, model", args).fetchall())
     return [dict(zip(columns, row, strict=True)) for row in rows]
 
 
@@ -109,23 +110,26 @@ def audit_page(db: Database, *, key_name: str | None = None, since: float | None
 
 
 def quota_figures(db: Database, now: float) -> dict[str, dict[str, dict[str, int]]]:
-    """OLP's own count per provider over the soft-trigger windows: the last five hours (from
-    the audit trail: requests served or tried first there) and today (UTC, from the ledger;
-    failed hops included)."""
+    """OLP's own count per provider account (keyed by its slot name: ``claude``,
+    ``claude@bob``; :func:`olp.store.slot_name`) over the soft-trigger windows: the last
+    five hours (from the audit trail: requests served or tried first there; a row from
+    before accounts is the default account's) and today (UTC, from the ledger; failed hops
+    included)."""
 
     def read(c: sqlite3.Connection) -> dict[str, dict[str, dict[str, int]]]:
         out: dict[str, dict[str, dict[str, int]]] = {}
-        for provider, requests, tokens in c.execute(
-                "SELECT provider, COUNT(*), SUM(COALESCE(prompt_tokens, 0) + "
-                "COALESCE(completion_tokens, 0)) FROM audit WHERE at >= ? AND provider IS "
-                "NOT NULL GROUP BY provider", (now - FIVE_HOURS,)):
-            out.setdefault(provider, _empty_figures())["five_hour"] = {
+        for provider, account, requests, tokens in c.execute(
+                "SELECT provider, COALESCE(account, ?) AS acct, COUNT(*), "
+                "SUM(COALESCE(prompt_tokens, 0) + COALESCE(completion_tokens, 0)) FROM audit "
+                "WHERE at >= ? AND provider IS NOT NULL GROUP BY provider, acct",
+                (DEFAULT_ACCOUNT, now - FIVE_HOURS)):
+            out.setdefault(slot_name(provider, account), _empty_figures())["five_hour"] = {
                 "requests": int(requests), "tokens": int(tokens or 0)}
-        for provider, requests, failed, tokens in c.execute(
-                "SELECT provider, SUM(requests), SUM(failed_hops), "
+        for provider, account, requests, failed, tokens in c.execute(
+                "SELECT provider, account, SUM(requests), SUM(failed_hops), "
                 "SUM(prompt_tokens + completion_tokens) FROM usage WHERE day = ? AND "
-                "provider != '-' GROUP BY provider", (day_of(now),)):
-            out.setdefault(provider, _empty_figures())["day"] = {
+                "provider != '-' GROUP BY provider, account", (day_of(now),)):
+            out.setdefault(slot_name(provider, account), _empty_figures())["day"] = {
                 "requests": int(requests), "failed_hops": int(failed), "tokens": int(tokens)}
         return out
 
@@ -143,18 +147,21 @@ def quota_view(providers: Sequence[str], *, health: Mapping[str, Any],
                unavailable: Mapping[str, str],
                figures: Mapping[str, Mapping[str, Mapping[str, int]]],
                now: float) -> dict[str, Any]:
-    """Each provider's quota state, from plain data (the running proxy's, or what a stopped
-    one saved): ``health`` is :meth:`HealthBook.snapshot`'s shape, ``reported`` the CLIs'
-    window reports, ``soft`` the soft triggers that skip a provider now (message, seconds
-    left), ``unavailable`` providers that cannot run (and why), ``figures``
-    :func:`quota_figures`.
+    """Each provider account's quota state, from plain data (the running proxy's, or what a
+    stopped one saved). ``providers`` are slot names (``claude`` for a provider's default
+    account, ``claude@bob`` for another: :func:`olp.store.slot_name`), and so are the keys
+    of ``health`` (:meth:`HealthBook.snapshot`'s shape), ``reported`` (the CLIs' window
+    reports), ``soft`` (the soft triggers that skip one now: message, seconds left) and
+    ``figures`` (:func:`quota_figures`); ``unavailable`` names slots or whole providers that
+    cannot run (and why).
 
-    A provider's ``state`` is the first of ``unavailable``, ``cooling`` (until a usage
-    window or rate limit resets), ``circuit_open``, ``soft_budget_spent``, ``ok``;
-    ``next_reset`` the soonest future reset it knows of; the top-level ``soonest_reset`` the
-    soonest of those."""
+    Each entry names its ``provider`` and ``account``. Its ``state`` is the first of
+    ``unavailable``, ``cooling`` (until a usage window or rate limit resets),
+    ``circuit_open``, ``soft_budget_spent``, ``ok``; ``next_reset`` the soonest future reset
+    it knows of; the top-level ``soonest_reset`` the soonest of those."""
     out: dict[str, Any] = {}
     for name in providers:
+        provider, account = split_slot(name)
         cooling = [c for c in health.get("cooldowns", [])
                    if c["provider"] == name and c["until"] > now]
         circuits = [c for c in health.get("circuits", [])
@@ -163,8 +170,9 @@ def quota_view(providers: Sequence[str], *, health: Mapping[str, Any],
         resets = [float(r["resets_at"]) for r in windows.values()
                   if r.get("resets_at") is not None and r["resets_at"] > now]
         state, until, reason = "ok", None, None
-        if name in unavailable:
-            state, reason = "unavailable", unavailable[name]
+        down = unavailable.get(name, unavailable.get(provider))
+        if down is not None:
+            state, reason = "unavailable", down
         elif cooling:
             first = min(cooling, key=lambda c: c["until"])
             state, until, reason = "cooling", float(first["until"]), first["reason"]
@@ -177,7 +185,8 @@ def quota_view(providers: Sequence[str], *, health: Mapping[str, Any],
             until = None if left is None else now + left
         if until is not None:
             resets.append(until)
-        out[name] = {"state": state, "until": until, "reason": reason, "reported": windows,
+        out[name] = {"provider": provider, "account": account, "state": state,
+                     "until": until, "reason": reason, "reported": windows,
                      "ledger": figures.get(name, _empty_figures()),
                      "next_reset": min(resets) if resets else None}
     soonest = [p["next_reset"] for p in out.values() if p["next_reset"] is not None]

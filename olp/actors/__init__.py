@@ -13,7 +13,6 @@ from ._adapter import Invocation as Invocation
 from ._adapter import LineParser as LineParser
 from ._cli_runner import CliConfig as CliConfig
 from ._cli_runner import CliRunner as CliRunner
-from ._cli_runner import WarmUnits as WarmUnits
 from ._deadline import DeadlineClock as DeadlineClock
 from ._deadline import Timeouts as Timeouts
 from ._deadline import TimeoutWording as TimeoutWording
@@ -36,5 +35,6 @@ from ._sessions import SessionPolicy as SessionPolicy
 from ._warm import PoolStatistics as PoolStatistics
 from ._warm import WarmPool as WarmPool
 from ._warm import WarmSettings as WarmSettings
+from ._warm_units import WarmUnits as WarmUnits
 
 

@@ -145,6 +145,12 @@ class ProviderActor:
         finally:
             self.finished.set()
 
+    async def holds_session(self, request: ChatRequest, model: str, owner: str) -> bool:
+        """Whether this actor's runner keeps a CLI session ``request`` continues (a runner
+        without kept sessions keeps none). Reads the session store; takes no slot."""
+        holds = getattr(self.runner, "holds_session", None)
+        return holds is not None and bool(await holds(request, model, owner))
+
     async def submit(self, request: ChatRequest, model: str, *,
                      owner: str | None = None) -> Ticket:
         """Hand a job to the actor (``owner``: see :meth:`JobRunner.run`). Blocks only until

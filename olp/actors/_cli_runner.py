@@ -11,13 +11,13 @@ import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import msgspec
 import trio
 
 from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Stop, is_content, is_terminal
+from olp.store import DEFAULT_ACCOUNT, slot_name
 
 from ._adapter import CapabilityMissing, CliAdapter, Invocation, LineParser
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
@@ -26,9 +26,18 @@ from ._lines import LineTooLong
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import JOB_DIR_INSIDE, Sandbox
-from ._sessions import SessionKit, SessionPolicy, Turn, keep_turn, open_turn, settler
+from ._sessions import (
+    SessionKit,
+    SessionPolicy,
+    Turn,
+    holds_session,
+    keep_turn,
+    open_turn,
+    settler,
+)
 from ._tool_gate import ToolGate
 from ._warm import Lease, WarmPool, WarmSettings
+from ._warm_units import Template, WarmProcess, WarmStartError, WarmUnits
 
 log = logging.getLogger("olp.actors")
 
@@ -59,6 +68,7 @@ class CliConfig:
     proxy_env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     sandbox: Sandbox | None = None
     sessions: SessionPolicy | None = None  # kept CLI sessions (providers.<name>.sessions)
+    account: str = DEFAULT_ACCOUNT  # which login of the provider this runner spawns (#30)
 
 
 class CliRunner:
@@ -70,12 +80,14 @@ class CliRunner:
         self.adapter = adapter
         self.spawner = spawner
         self.config = config
+        # provider@account for another login than the default: its own sessions and pool
+        self.slot = slot_name(adapter.name, config.account)
         self.pool: WarmPool[WarmProcess, Template] | None = None
         if warm is not None and warm.size > 0:
             if units is None:
-                self.pool = WarmPool(adapter.name, self._boot_warm, warm)
+                self.pool = WarmPool(self.slot, self._boot_warm, warm)
             else:
-                self.pool = WarmPool(adapter.name, functools.partial(units.boot, self), warm,
+                self.pool = WarmPool(self.slot, functools.partial(units.boot, self), warm,
                                      service=units.serve)
 
     def environment(self, home: Path) -> dict[str, str]:
@@ -100,6 +112,12 @@ class CliRunner:
         policy = self.config.sessions
         return None if kit is None or policy is None else (policy, kit)
 
+    async def holds_session(self, request: ChatRequest, model: str, owner: str) -> bool:
+        """Whether this runner keeps a session ``request`` continues (reads the store)."""
+        kept = self.sessions
+        return kept is not None and await holds_session(
+            kept[0], request, provider=self.slot, model=model, owner=owner)
+
     async def run(self, request: ChatRequest, model: str, emit: Emit, *,
                   owner: str | None = None) -> None:
         """Run one job, emitting IR events and always, last, exactly one terminal event.
@@ -117,7 +135,7 @@ class CliRunner:
         terminal: Event | None = self.preflight()
         turn: Turn | None = None
         if terminal is None and owner is not None and (kept := self.sessions) is not None:
-            turn = await open_turn(kept[0], kept[1], request, provider=self.adapter.name,
+            turn = await open_turn(kept[0], kept[1], request, provider=self.slot,
                                    model=model, owner=owner)
             if turn.stored is not None:  # reads the kept files: off the Trio thread
                 turn.usage_before = await kept[0].offload(
@@ -334,50 +352,6 @@ def _replayable(terminal: Event) -> bool:
     """Whether a resumed spawn's failure may be its session's (replayed once afresh): not a
     limit, an outage or a login problem, which a replay would only meet again."""
     return isinstance(terminal, Error) and terminal.category in ("unknown", "client_error")
-
-
-@dataclass(frozen=True, slots=True)
-class WarmProcess:
-    """A CLI started ahead of time, waiting on stdin for its turn (a warm pool's unit).
-    ``identity`` is its spawn (:func:`_identity`) for its working directory as the CLI sees
-    it (``seen_workdir``, when that is not ``workdir``: inside the sandbox); ``parser`` makes
-    the parser that reads it when that is not the adapter's (a session of a long-lived
-    server)."""
-
-    process: CliProcess
-    workdir: Path
-    identity: Hashable
-    parser: Callable[[], LineParser] | None = None
-    seen_workdir: Path | None = None
-
-    def running(self) -> bool:
-        return self.process.running()
-
-    def rss_bytes(self) -> int:
-        return self.process.rss_bytes()
-
-
-#: What a warm unit is started from: the template request and the model.
-Template = tuple[ChatRequest, str]
-
-
-class WarmUnits(Protocol):
-    """How a provider's warm units are made when they are not plain processes waiting on
-    stdin (vibe: sessions on a long-lived server, ``olp/providers/vibe/_acp_units.py``)."""
-
-    def boot(self, runner: CliRunner, template: Template
-             ) -> contextlib.AbstractAsyncContextManager[WarmProcess]:
-        """Start one unit (the pool's ``boot``); raises when it cannot."""
-        ...
-
-    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
-                    ) -> None:
-        """What the units share (the servers), run by the pool while any unit lives."""
-        ...
-
-
-class WarmStartError(Exception):
-    """A warm process could not be started (the pool backs off and retries)."""
 
 
 #: The working directory a spawn's key is computed for (never created).

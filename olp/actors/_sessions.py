@@ -177,6 +177,20 @@ class Turn:
                                         for _, c in sorted(self.calls.items())))
 
 
+async def holds_session(policy: SessionPolicy, request: ChatRequest, *, provider: str,
+                        model: str, owner: str) -> bool:
+    """Whether this provider (an account's actor) keeps a live session ``request`` may
+    continue: the account a conversation belongs to is tried first (issue #30). Reads the
+    store (worker threads), takes nothing."""
+    scope = f"{owner}|{provider}|{model}"
+    newer_than = policy.clock() - policy.ttl_s
+    for point in resume_points(request, scope):
+        if await policy.store.holds(point.digest, key=owner, provider=provider,
+                                    newer_than=newer_than):
+            return True
+    return False
+
+
 async def open_turn(policy: SessionPolicy, kit: SessionKit, request: ChatRequest, *,
                     provider: str, model: str, owner: str) -> Turn:
     """This job's :class:`Turn`: the kept session it continues, taken from the store, if

@@ -72,6 +72,9 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
                 f"{report.name}: true{consent}")
         if report.enabled and report.kind == "cli" and report.binary:
             say(f"  credentials: {'found' if report.credentials else 'missing'}")
+            if len(report.accounts) > 1 or any(a.home for a in report.accounts.values()):
+                for account in report.accounts.values():
+                    say(f"  account:     {account_line(report.name, account)}")
         if report.enabled:
             say(f"  credential:  metered ({report.metered_by})" if report.metered_by else
                 "  credential:  subscription")
@@ -106,6 +109,18 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
         answered = any(o.startswith("ok") for o in results.values())
         return 0 if answered and not router.unusable_chains else 1
     return 0 if usable and not router.unusable_chains else 1
+
+
+def account_line(provider: str, account: provider_actors.AccountReport) -> str:
+    """One login of a provider, for ``olp doctor``: its name, whom it serves, whether its
+    login was found (metered or subscription), where it lives, and the fix when missing."""
+    serves = "every key" if account.serves_all else "bound keys only"
+    where = account.home or "the owner's own login"
+    if not account.credentials:
+        return (f"{account.name}: MISSING login ({where}; serves {serves}): run `olp login "
+                f"{provider} --account {account.name}`")
+    credit = f"metered ({account.metered_by})" if account.metered_by else "subscription"
+    return f"{account.name}: login found, {credit} ({where}; serves {serves})"
 
 
 async def _lockdown_all(reports: list[provider_actors.Report]) -> dict[str, Verdict]:

@@ -1,5 +1,6 @@
-"""``olp keys create|update|list|rotate|revoke``: API keys, their provider allow-lists and
-limits (ADR 0016). A secret is shown once, when it is made; never listed."""
+"""``olp keys create|update|list|rotate|revoke``: API keys, their provider allow-lists,
+limits (ADR 0016) and bindings to accounts (issue #30). A secret is shown once, when it is
+made; never listed."""
 
 from __future__ import annotations
 
@@ -11,7 +12,18 @@ from collections.abc import Sequence
 from typing import Literal, TextIO
 
 from olp.config import ConfigError, Settings
-from olp.store import Database, KeyNameError, KeyPolicy, KeyRecord, KeyStore, Limits, StoreError
+from olp.store import (
+    Binding,
+    Database,
+    KeyNameError,
+    KeyPolicy,
+    KeyRecord,
+    KeyStore,
+    Limits,
+    StoreError,
+    format_binding,
+    parse_binding,
+)
 
 from ._args import Commands, positive
 from ._tables import minute, print_rows, printable
@@ -32,8 +44,9 @@ def add_keys(commands: Commands) -> None:
     create.add_argument("name", help="a label for the key, e.g. the person or tool using it")
     create.add_argument("--owner", action="store_true", help="owner tier (full access)")
     create.set_defaults(handler=_create)
-    update = keys_sub.add_parser("update", help="change a key's provider allow-list or "
-                                                "limits (a running proxy applies it within 2 s)")
+    update = keys_sub.add_parser("update", help="change a key's provider allow-list, limits "
+                                                "or accounts (a running proxy applies it "
+                                                "within 2 s)")
     update.add_argument("key", metavar="ID_OR_NAME")
     update.add_argument("--all-providers", action="store_true",
                         help="drop the allow-list: every provider")
@@ -43,11 +56,17 @@ def add_keys(commands: Commands) -> None:
     for command in (create, update):
         command.add_argument("--providers", metavar="P1,P2",
                              help="only these providers may answer this key's requests")
+        command.add_argument("--accounts", metavar="PROVIDER:ACCOUNT[,...]",
+                             help="bind the key to these accounts, in order: for each "
+                                  "provider named, only its accounts listed here serve it"
+                                  + (" ('' removes the binding)" if command is update
+                                     else ""))
         for flag, dest, what in LIMIT_FLAGS:
             command.add_argument(flag, dest=dest, type=positive, metavar="N",
                                  help=f"at most N {what}")
-    listing = keys_sub.add_parser("list", help="list keys with their tier, providers, limits "
-                                               "and today's usage (never secrets)")
+    listing = keys_sub.add_parser("list", help="list keys with their tier, providers, "
+                                               "accounts, limits and today's usage (never "
+                                               "secrets)")
     listing.set_defaults(handler=_list)
     rotate = keys_sub.add_parser("rotate", help="give a key a new secret (shown once); the "
                                                 "old one stops working")
@@ -84,9 +103,36 @@ def _allow_list(settings: Settings, text: str | None) -> frozenset[str] | None:
     return names
 
 
+def _binding(settings: Settings, text: str | None,
+             allowed: frozenset[str] | None | Literal["keep"]) -> Binding | Literal["keep"]:
+    """``--accounts``: ``PROVIDER:ACCOUNT`` pairs the config declares (a usage error
+    otherwise), none excluded by the ``--providers`` given with it; ``''``: no binding."""
+    if text is None:
+        return "keep"
+    try:
+        binding = parse_binding(text)
+    except ValueError as exc:
+        raise ConfigError(f"--accounts: {exc}") from None
+    known = settings.provider_names()
+    for provider, account in binding:
+        if provider not in known:
+            raise ConfigError(f"--accounts: {provider} is not a provider "
+                              f"(known: {', '.join(known)})")
+        accounts = [a.name for a in settings.provider(provider).accounts]
+        if account not in accounts:
+            raise ConfigError(f"--accounts: {provider} has no account {account!r} "
+                              f"({provider} has accounts: {', '.join(accounts)})")
+        if allowed != "keep" and allowed is not None and provider not in allowed:
+            raise ConfigError(f"--accounts: {provider}:{account} is an account of "
+                              f"{provider}, which --providers excludes")
+    return binding
+
+
 def _create(settings: Settings, args: argparse.Namespace) -> int:
-    policy = KeyPolicy(_allow_list(settings, args.providers),
-                       Limits.from_dict(dict(_limit_args(args))))
+    allowed = _allow_list(settings, args.providers)
+    binding = _binding(settings, args.accounts, allowed)
+    policy = KeyPolicy(allowed, Limits.from_dict(dict(_limit_args(args))),
+                       () if binding == "keep" else binding)
     db, keys = _store(settings)
     with db:
         try:
@@ -107,10 +153,14 @@ def _update(settings: Settings, args: argparse.Namespace) -> int:
         providers = None
     elif args.providers is not None:
         providers = _allow_list(settings, args.providers)
+    accounts = _binding(settings, args.accounts, providers)
     db, keys = _store(settings)
     with db:
-        record = keys.update(args.key, providers=providers, limits=_limit_args(args),
-                             clear_limits=args.clear_limits)
+        try:
+            record = keys.update(args.key, providers=providers, limits=_limit_args(args),
+                                 clear_limits=args.clear_limits, accounts=accounts)
+        except ValueError as exc:  # the key's allow-list excludes a provider it is bound to
+            raise ConfigError(str(exc)) from None
     if record is None:
         return _no_such_key(args.key)
     if args.json:
@@ -118,7 +168,8 @@ def _update(settings: Settings, args: argparse.Namespace) -> int:
     else:
         print(printable(f"Updated key {record.id} ({record.name}): providers "
                         f"{_providers_text(record.policy)}, limits "
-                        f"{_limits_text(record.policy)}."))
+                        f"{_limits_text(record.policy)}, accounts "
+                        f"{_accounts_text(record.policy, 'none')}."))
     return 0
 
 
@@ -177,7 +228,9 @@ def _show_secret(record: KeyRecord, token: str, done: str, *, json_out: bool) ->
     if json_out:
         print(json.dumps({**_key_json(record), "key": token}))
         return
-    print(printable(f"{done} {record.tier} key {record.id} ({record.name}):"))
+    bound = format_binding(record.policy.accounts)
+    print(printable(f"{done} {record.tier} key {record.id} ({record.name})"
+                    + (f", bound to accounts {bound}:" if bound else ":")))
     print(f"  {token}")
     print("Copy it now: it is stored only as a hash and will not be shown again.")
 
@@ -188,11 +241,16 @@ def _key_json(record: KeyRecord) -> dict[str, object]:
             "prefix": record.display_prefix, "source": record.source,
             "created_at": record.created_at, "revoked_at": record.revoked_at,
             "providers": None if policy.providers is None else sorted(policy.providers),
+            "accounts": [f"{p}:{a}" for p, a in policy.accounts],
             "limits": policy.limits.as_dict()}
 
 
 def _providers_text(policy: KeyPolicy) -> str:
     return "all" if policy.providers is None else ",".join(sorted(policy.providers))
+
+
+def _accounts_text(policy: KeyPolicy, none: str = "-") -> str:
+    return format_binding(policy.accounts) or none
 
 
 def _limits_text(policy: KeyPolicy) -> str:
@@ -204,10 +262,11 @@ def _limits_text(policy: KeyPolicy) -> str:
 
 def _table(records: Sequence[KeyRecord], today: dict[str, tuple[int, int]],
            out: TextIO) -> None:
-    rows = [("ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "LIMITS", "TODAY", "CREATED",
-             "REVOKED")]
+    rows = [("ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "ACCOUNTS", "LIMITS", "TODAY",
+             "CREATED", "REVOKED")]
     rows += [(str(r.id), r.name, r.tier, r.display_prefix, _providers_text(r.policy),
-              _limits_text(r.policy), "{}req/{}tok".format(*today.get(str(r.id), (0, 0))),
+              _accounts_text(r.policy), _limits_text(r.policy),
+              "{}req/{}tok".format(*today.get(str(r.id), (0, 0))),
               minute(r.created_at), minute(r.revoked_at))
              for r in records]
     print_rows(rows, out)

@@ -269,9 +269,10 @@ def _import_usage(c: sqlite3.Connection, rows: list[_UsageRow],
             skipped += 1
             continue
         c.execute(
-            "INSERT INTO usage (day, key, key_name, provider, model, requests, served, "
-            "prompt_chars, response_chars) VALUES (?, ?, ?, 'ocp', ?, 1, ?, ?, ?) "
-            "ON CONFLICT (day, key, provider, model) DO UPDATE SET "
+            "INSERT INTO usage (day, key, key_name, provider, account, model, requests, "
+            "served, prompt_chars, response_chars) "
+            "VALUES (?, ?, ?, 'ocp', 'default', ?, 1, ?, ?, ?) "
+            "ON CONFLICT (day, key, provider, account, model) DO UPDATE SET "
             "requests = requests + 1, served = served + excluded.served, "
             "prompt_chars = prompt_chars + excluded.prompt_chars, "
             "response_chars = response_chars + excluded.response_chars",

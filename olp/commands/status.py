@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from olp.config import Settings, load_registry
 from olp.engine import UnknownModel, UnusableChain
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router
+from olp.store import DEFAULT_ACCOUNT, slot_name
 
 from ._tables import duration
 
@@ -77,9 +78,9 @@ def chain_show(settings: Settings, model: str | None, live: Mapping[str, Any] | 
             hops, route["error"] = (), exc.message
         route["hops"] = [{"entry": h.name, "provider": h.provider, "model": h.model,
                           "on": sorted(h.on) if h.on is not None else None,
-                          "metered": h.provider in {n for n, r in runtime.reports.items()
-                                                    if r.metered},
-                          "resting": _resting(h.provider, resilience, now)}
+                          "metered": h.metered, "accounts": list(h.accounts),
+                          "shared": list(h.shared),
+                          "resting": _resting(h.provider, resilience, now, h.accounts)}
                          for h in hops]
         out["routes"][name] = route
     return out
@@ -95,18 +96,29 @@ def print_chains(view: Mapping[str, Any], out: TextIO) -> None:
             rest = "; ".join(hop["resting"]) or "ready"
             gate = f" on={','.join(hop['on'])}" if hop["on"] else ""
             credit = " metered" if hop["metered"] else ""
-            print(f"  {i}. {hop['entry']} -> {hop['provider']}/{hop['model']}{gate}{credit}: "
-                  f"{rest}", file=out)
+            logins = hop.get("accounts") or []
+            accounts = "" if logins in ([], ["default"]) else \
+                " accounts=" + ",".join(a if a in hop.get("shared", []) else f"{a}(bound)"
+                                        for a in logins)
+            print(f"  {i}. {hop['entry']} -> {hop['provider']}/{hop['model']}{gate}{credit}"
+                  f"{accounts}: {rest}", file=out)
         for why in route.get("pruned", []):
             print(f"  pruned: {why}", file=out)
 
 
-def _resting(provider: str, resilience: Mapping[str, Any], now: float) -> list[str]:
-    out = [f"cooling ({c.get('reason')}) for {duration(float(c['until']) - now)}"
+def _resting(provider: str, resilience: Mapping[str, Any], now: float,
+             accounts: Sequence[str] = (DEFAULT_ACCOUNT,)) -> list[str]:
+    """The cooldowns and open circuits of ``provider``'s ``accounts`` (each named when it
+    is not the default one)."""
+    slots = {slot_name(provider, a): "" if a == DEFAULT_ACCOUNT else f"{a}: "
+             for a in accounts}
+    out = [f"{slots[c['provider']]}cooling ({c.get('reason')}) for "
+           f"{duration(float(c['until']) - now)}"
            for c in resilience.get("cooldowns", [])
-           if c.get("provider") == provider and float(c.get("until", 0)) > now]
-    out += [f"circuit open for {duration(float(c['open_until']) - now)}"
+           if c.get("provider") in slots and float(c.get("until", 0)) > now]
+    out += [f"{slots[c['provider']]}circuit open for "
+            f"{duration(float(c['open_until']) - now)}"
             for c in resilience.get("circuits", [])
-            if c.get("provider") == provider and float(c.get("open_until", 0)) > now]
+            if c.get("provider") in slots and float(c.get("open_until", 0)) > now]
     return out
 

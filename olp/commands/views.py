@@ -1,6 +1,6 @@
 """``olp usage``, ``olp audit`` and ``olp quota``: who used what, the audit trail, and each
-provider's quota state (ADR 0016). They read the database; ``quota`` asks the running proxy
-first."""
+provider account's quota state (ADR 0016); each names the account (issue #30). They read the
+database; ``quota`` asks the running proxy first."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any, TextIO
 
 from olp.config import ConfigError, Settings
-from olp.store import HEALTH_STATE, Database, StateStore
+from olp.store import HEALTH_STATE, Database, StateStore, slot_name, split_slot
 
 from . import _proxy_client
 from ._args import Commands, positive
@@ -22,7 +22,8 @@ from ._tables import minute, print_rows, show
 
 def add_usage(commands: Commands) -> None:
     usage = commands.add_parser("usage", help="who used what: requests, tokens, fallbacks and "
-                                              "cache hits per key, provider, model and day")
+                                              "cache hits per key, provider, account, model and "
+                                              "day")
     usage.add_argument("--key", metavar="NAME", help="only this key's usage")
     usage.add_argument("--days", type=positive, default=30, metavar="N",
                        help="the last N UTC days, today included (default 30)")
@@ -65,13 +66,14 @@ def _usage(settings: Settings, args: argparse.Namespace) -> int:
         return 0
     counts = ("requests", "served", "refused", "failed_hops", "fallbacks", "cache_hits",
               "prompt_tokens", "cached_tokens", "completion_tokens")
-    header = ("DAY", "KEY", "PROVIDER", "MODEL", "REQ", "SERVED", "REFUSED", "FAILED_HOPS",
-              "FALLBACKS", "HITS", "PROMPT_TOK", "CACHED_TOK", "COMPL_TOK", "SPAWN_S")
+    header = ("DAY", "KEY", "PROVIDER", "ACCOUNT", "MODEL", "REQ", "SERVED", "REFUSED",
+              "FAILED_HOPS", "FALLBACKS", "HITS", "PROMPT_TOK", "CACHED_TOK", "COMPL_TOK",
+              "SPAWN_S")
     cells = [header] + [
-        (r["day"], r["key_name"], r["provider"], r["model"], *(str(r[n]) for n in counts),
-         f"{r['spawn_seconds']:.1f}") for r in rows]
+        (r["day"], r["key_name"], r["provider"], r["account"], r["model"],
+         *(str(r[n]) for n in counts), f"{r['spawn_seconds']:.1f}") for r in rows]
     totals = usage_totals(rows)
-    cells.append(("total", "", "", "", *(str(totals[n]) for n in counts),
+    cells.append(("total", "", "", "", "", *(str(totals[n]) for n in counts),
                   f"{totals['spawn_seconds']:.1f}"))
     print_rows(cells, sys.stdout)
     return 0
@@ -94,15 +96,16 @@ def _audit(settings: Settings, args: argparse.Namespace) -> int:
     if not rows:
         print("No audit rows" + (f" for key {args.key!r}." if args.key else "."))
         return 0
-    cells = [("TIME", "REQUEST", "KEY", "ENDPOINT", "MODEL", "SERVED_BY", "HOPS", "STATUS",
-              "CACHE", "MS", "TOKENS", "OUTCOME", "ACTION")]
+    cells = [("TIME", "REQUEST", "KEY", "ENDPOINT", "MODEL", "SERVED_BY", "ACCOUNT", "HOPS",
+              "STATUS", "CACHE", "MS", "TOKENS", "OUTCOME", "ACTION")]
     for r in rows:
         tokens = "-" if r["prompt_tokens"] is None else \
             f"{r['prompt_tokens']}+{r['completion_tokens']}"
         served = "-" if r["provider"] is None else f"{r['provider']}/{r['model']}"
         cells.append((time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(r["at"])),
                       r["request_id"], r["key_name"] or "-", r["endpoint"].replace(" ", ":"),
-                      r["requested_model"] or "-", served, str(r["hops"]), str(r["status"]),
+                      r["requested_model"] or "-", served, r.get("account") or "-",
+                      str(r["hops"]), str(r["status"]),
                       r["cache"] or "-", str(r["latency_ms"]), tokens, _outcome(r),
                       r.get("action") or "-"))
     print_rows(cells, sys.stdout)
@@ -129,25 +132,38 @@ def _quota(settings: Settings, args: argparse.Namespace) -> int:
             health = state.load(HEALTH_STATE) or {}
             ledger = state.load(LEDGER_STATE) or {}
             figures = quota_figures(db, now)
-        view = quota_view(settings.enabled_providers(), health=health,
-                          reported=ledger.get("reported", {}), soft={}, unavailable={},
-                          figures=figures, now=now)
+        reported = ledger.get("reported", {})
+        view = quota_view(_slots(settings, health, reported), health=health,
+                          reported=reported, soft={}, unavailable={}, figures=figures, now=now)
         view["running"] = False
     return show(view, as_json=args.json, for_person=_print_quota)
+
+
+def _slots(settings: Settings, health: Mapping[str, Any],
+           reported: Mapping[str, Any]) -> list[str]:
+    """The slots (a provider's accounts: ``claude``, ``claude@bob``) of the enabled
+    providers: those configured, then those of them the saved state names."""
+    providers = settings.enabled_providers()
+    names = [slot_name(p, a.name) for p in providers for a in settings.provider(p).accounts]
+    saved = [c["provider"] for c in (*health.get("cooldowns", []),
+                                     *health.get("circuits", []))]
+    names += [s for s in (*saved, *reported) if split_slot(s)[0] in providers]
+    return list(dict.fromkeys(names))
 
 
 def _print_quota(view: Mapping[str, Any], out: TextIO) -> None:
     if view.get("running") is False:
         print("No proxy answered: the state it last saved, and the database's counts.",
               file=out)
-    rows = [("PROVIDER", "STATE", "UNTIL", "REPORTED", "5H_REQ", "DAY_REQ", "DAY_TOKENS",
-             "NEXT_RESET")]
+    rows = [("PROVIDER", "ACCOUNT", "STATE", "UNTIL", "REPORTED", "5H_REQ", "DAY_REQ",
+             "DAY_TOKENS", "NEXT_RESET")]
     for name, p in view["providers"].items():
         reported = ",".join(
             f"{w}:{r['status']}" + (f"@{100 * r['utilization']:.0f}%"
                                     if r.get("utilization") is not None else "")
             for w, r in p["reported"].items()) or "-"
-        rows.append((name, p["state"], minute(p["until"]), reported,
+        rows.append((p.get("provider", name), p.get("account", "-"), p["state"],
+                     minute(p["until"]), reported,
                      str(p["ledger"]["five_hour"]["requests"]),
                      str(p["ledger"]["day"]["requests"]), str(p["ledger"]["day"]["tokens"]),
                      minute(p["next_reset"])))

@@ -1,5 +1,8 @@
 """The fallback engine: routes a request along its chain of provider actors."""
 
+from olp.store import slot_name as slot_name  # names of the accounts' actors (issue #30)
+from olp.store import split_slot as split_slot
+
 from ._budget import Ledger as Ledger
 from ._budget import SoftLimits as SoftLimits
 from ._detail import HopRecord as HopRecord
@@ -16,8 +19,6 @@ from ._routes import Route as Route
 from ._routes import Router as Router
 from ._routes import UnknownModel as UnknownModel
 from ._routes import UnusableChain as UnusableChain
-from ._routes import slot_name as slot_name
-from ._routes import split_slot as split_slot
 from ._sources import CacheMode as CacheMode
 from ._sources import RequestContext as RequestContext
 from ._sources import Sources as Sources

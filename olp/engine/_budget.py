@@ -24,6 +24,7 @@ import msgspec
 
 from olp.failures import Code
 from olp.ir import QuotaReport
+from olp.store import split_slot
 
 from ._health import Skip
 
@@ -44,6 +45,9 @@ class SoftLimits:
 
 
 class Ledger:
+    """The soft triggers' counts and the CLIs' quota reports, per slot: a provider's name for
+    its default account, ``provider@account`` for another (:func:`olp.store.slot_name`)."""
+
     def __init__(self, limits: Mapping[str, SoftLimits] | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         self.limits = dict(limits or {})
@@ -72,7 +76,7 @@ class Ledger:
         """One request to ``provider`` (failed hops count too) and the tokens it used. Only
         providers with soft triggers are counted: the others' counts would only grow (and be
         persisted after every request) for nothing."""
-        if provider not in self.limits:
+        if self.limits_of(provider) is None:
             return
         now = self._clock()
         times = self._requests[provider]
@@ -83,7 +87,7 @@ class Ledger:
         self.version += 1
 
     def add_tokens(self, provider: str, tokens: int) -> None:
-        if provider not in self.limits:
+        if self.limits_of(provider) is None:
             return
         self._tokens[(provider, _month(self._clock()))] += tokens
         self.version += 1
@@ -116,8 +120,13 @@ class Ledger:
                     continue  # a report OLP no longer reads: forget it
         self.version += 1
 
+    def limits_of(self, slot: str) -> SoftLimits | None:
+        """The soft triggers of a provider's account: its provider's, counted per account
+        (``routing.soft_triggers.<provider>``; ``slot`` as :func:`olp.store.slot_name`)."""
+        return self.limits.get(split_slot(slot)[0])
+
     def check(self, provider: str) -> Skip | None:
-        limits = self.limits.get(provider)
+        limits = self.limits_of(provider)
         if limits is None:
             return None
         now = self._clock()

@@ -41,7 +41,7 @@ from ._health import HealthBook, Skip
 from ._routes import Hop, Router
 from ._sources import NO_CONTEXT, CacheStatus, RequestContext, Sources
 from ._storm import DEADLINE_CODES, DEFAULT_CLI_RETRY_BUDGET_S, Storm, abandoned, is_storm
-from ._walk import Attempt, Walk
+from ._walk import Attempt, Walk, conversation_first, for_key
 
 log = logging.getLogger("olp.engine")
 
@@ -76,14 +76,14 @@ class Answer:
 
     def _note(self, event: Event) -> None:
         if isinstance(event, QuotaReport):
-            self._engine.note_quota(self.hop.provider, event)
+            self._engine.note_quota(self.hop.slot, event)
         elif isinstance(event, Start):
             self.model = event.model
             self.session = event.session or self.session
         elif isinstance(event, Usage):
             self.usage = event
             if self._ledger is not None:
-                self._ledger.add_tokens(self.hop.provider, event.total_tokens)
+                self._ledger.add_tokens(self.hop.slot, event.total_tokens)
 
     def __aiter__(self) -> Answer:
         return self
@@ -193,7 +193,15 @@ class Engine:
         missing = missing_capabilities(hop, request)
         if missing and hop.unsupported == "skip":
             return Skip(Code.CAPABILITY, f"{hop.name} cannot take {', '.join(missing)}", None)
-        return self.ledger.check(hop.provider) or self.health.check(hop.provider, hop.model)
+        return self.ledger.check(hop.slot) or self.health.check(hop.slot, hop.model)
+
+    async def _walk(self, request: ChatRequest, context: RequestContext) -> Walk:
+        """The request's walk: its route, each hop repeated for the accounts its key may use
+        (the one keeping this conversation first)."""
+        actors = self.actors
+        route = for_key(self.router.resolve(request.model), context.accounts)
+        return Walk(self, await conversation_first(route, request, context, actors), request,
+                    context, actors)
 
     async def open(self, request: ChatRequest,
                    context: RequestContext = NO_CONTEXT) -> Answer:
@@ -203,8 +211,7 @@ class Engine:
         client went away), the hop in progress is abandoned: its process group is killed
         and its slot returned by its actor.
         """
-        walk = Walk(self, self.router.resolve(request.model), request, context,
-                     self.actors)
+        walk = await self._walk(request, context)
         while (attempt := await walk.next_attempt()) is not None:
             try:
                 outcome = await _until_first_content(attempt.source, attempt.hop, walk)
@@ -227,8 +234,7 @@ class Engine:
 
         Raises like :meth:`open`; cancellation abandons the hop in progress.
         """
-        walk = Walk(self, self.router.resolve(request.model), request, context,
-                     self.actors)
+        walk = await self._walk(request, context)
         partial: Completion | None = None
         while (attempt := await walk.next_attempt()) is not None:
             hop, source = attempt.hop, attempt.source
@@ -245,7 +251,7 @@ class Engine:
                 walk.succeeded(attempt)
                 for event in outcome:
                     if isinstance(event, Usage) and attempt.spawned:
-                        self.ledger.add_tokens(hop.provider, event.total_tokens)
+                        self.ledger.add_tokens(hop.slot, event.total_tokens)
                 return Completion(hop, attempt.index, outcome, walk.records,
                                   ignored_params(hop, request), attempt.cache,
                                   seconds=trio.current_time() - attempt.started_at)
@@ -287,9 +293,9 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: Walk
                              and event.code in DEADLINE_CODES):
             assert storm is not None
             return storm.error(hop, now=trio.current_time(), deadline=event is not None,
-                               resting_s=engine.health.resting(hop.provider, hop.model))
+                               resting_s=engine.health.resting(hop.slot, hop.model))
         if isinstance(event, QuotaReport):
-            engine.note_quota(hop.provider, event)
+            engine.note_quota(hop.slot, event)
         if isinstance(event, Error):
             return event
         if isinstance(event, Retrying) and is_storm(event):
@@ -310,7 +316,7 @@ async def _rest(source: EventSource, hop: Hop, events: list[Event], engine: Engi
         except trio.EndOfChannel:
             event = _lost(hop)
         if isinstance(event, QuotaReport):
-            engine.note_quota(hop.provider, event)
+            engine.note_quota(hop.slot, event)
         if isinstance(event, Error):
             return events, event
         events.append(event)

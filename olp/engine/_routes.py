@@ -7,20 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from olp.ir import Category
-from olp.store import DEFAULT_ACCOUNT
-
-
-def slot_name(provider: str, account: str) -> str:
-    """The name of the actor serving ``provider``'s ``account``: the provider's own name for
-    the default account (so a config without accounts names everything as before), else
-    ``provider@account``."""
-    return provider if account == DEFAULT_ACCOUNT else f"{provider}@{account}"
-
-
-def split_slot(slot: str) -> tuple[str, str]:
-    """``(provider, account)`` of a :func:`slot_name`."""
-    provider, _, account = slot.partition("@")
-    return provider, account or DEFAULT_ACCOUNT
+from olp.store import DEFAULT_ACCOUNT, slot_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +26,7 @@ class Hop:
     entering this hop after a failure (``None``: the default categories); ``unsupported`` is
     what to do when the request needs a capability the hop lacks. ``accounts``: the
     provider's logins this entry may use, in order (issue #30); a request's walk tries those
-    its key may use, one :attr:`account` at a time."""
+    its key may use (:func:`olp.engine._walk.for_key`), one :attr:`account` at a time."""
 
     provider: str
     model: str
@@ -50,6 +37,7 @@ class Hop:
     context_window: int | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
     accounts: tuple[str, ...] = (DEFAULT_ACCOUNT,)
+    shared: tuple[str, ...] = (DEFAULT_ACCOUNT,)  # of ``accounts``, those serving every key
     account: str = DEFAULT_ACCOUNT
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ import trio
 from olp.actors import ProviderActor
 from olp.failures import DEFAULT_CATEGORY, Code
 from olp.ir import Category, ChatRequest, Error, EventSource
+from olp.store import Binding, bound_accounts
 
 from ._detail import HopRecord, TriggerType
 from ._health import Skip
@@ -35,6 +36,11 @@ log = logging.getLogger("olp.engine")
 #: ``client_error`` never.
 DEFAULT_ON: frozenset[Category] = frozenset(
     {"usage_window", "billing", "rate_limited", "unavailable", "context_length", "unknown"})
+#: Categories that move a request to the key's next account of the same entry (issue #30,
+#: docs/adr/0025): the failures that belong to one login. Any other failure would repeat
+#: on every login of the CLI, so the walk goes straight to the next entry's gate.
+ACCOUNT_ON: frozenset[Category] = frozenset(
+    {"usage_window", "billing", "rate_limited", "auth"})
 
 
 class ChainFailed(Exception):
@@ -61,8 +67,9 @@ class ChainFailed(Exception):
 
     @property
     def tried(self) -> list[str]:
-        """Providers actually attempted, in order (``X-OLP-Fallback-Exhausted``)."""
-        return [r.provider for r in self.records if r.trigger_type != "soft"]
+        """Providers actually attempted, in order, each once (``X-OLP-Fallback-Exhausted``;
+        a provider's accounts are one provider there)."""
+        return list(dict.fromkeys(r.provider for r in self.records if r.trigger_type != "soft"))
 
 
 @dataclass(slots=True)
@@ -88,20 +95,25 @@ class Walk:
         while not self.stopped and self.index + 1 < len(hops):
             self.index += 1
             hop = hops[self.index]
-            if self.last is not None and not self._stop_unless_gate_admits(hop):
+            if self.last is not None and _same_entry(hop, self.last[0]):
+                if self.last[1].category not in ACCOUNT_ON:
+                    continue  # not this login's failure: the next entry's gate decides
+            elif self.last is not None and not self._stop_unless_gate_admits(hop):
                 return None
             allowed = self.context.providers
             skip = Skip(Code.KEY_POLICY, f"this API key may not use {hop.provider}", None) \
                 if allowed is not None and hop.provider not in allowed else \
+                Skip(Code.KEY_POLICY, f"no login of {hop.provider} serves this API key",
+                     None) if not hop.accounts else \
                 self.engine.skip_reason(hop, self.request, after=self.last)
             if skip is not None:
                 self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
                              skip.retry_after_s)
                 continue
             source, status = await self.engine.sources.open(
-                self.actors[hop.provider], hop, self.request, self.context)
+                self.actors[hop.slot], hop, self.request, self.context)
             if status in ("miss", "bypass"):
-                self.engine.ledger.record(hop.provider)
+                self.engine.ledger.record(hop.slot)
                 self.engine.changed()
             return Attempt(self.index, hop, source, status, trio.current_time())
         return None
@@ -119,14 +131,17 @@ class Walk:
         return False
 
     def viable_next(self, category: Category) -> bool:
-        """Whether some later hop would be entered after a failure of ``category``."""
-        return any(category in (h.on if h.on is not None else DEFAULT_ON)
+        """Whether some later hop would be entered after a failure of ``category``: another
+        account of this entry (for a login's own failure), or a later entry."""
+        here = self.route.hops[self.index]
+        return any(category in ACCOUNT_ON if _same_entry(h, here) else
+                   category in (h.on if h.on is not None else DEFAULT_ON)
                    for h in self.route.hops[self.index + 1:])
 
     def failed(self, attempt: Attempt, error: Error) -> None:
         hop = attempt.hop
         if attempt.spawned:  # a joined flight's failure was the leader's to record
-            self.engine.health.record_failure(hop.provider, hop.model, error)
+            self.engine.health.record_failure(hop.slot, hop.model, error)
             self.engine.changed()
         if self.first is None:
             self.first = (hop, error)
@@ -139,23 +154,24 @@ class Walk:
 
     def succeeded(self, attempt: Attempt) -> None:
         if attempt.spawned:
-            self.engine.health.record_success(attempt.hop.provider)
+            self.engine.health.record_success(attempt.hop.slot)
             self.engine.changed()
 
     def interrupted(self, attempt: Attempt) -> None:
         if attempt.spawned:
-            self.engine.health.abandon_probe(attempt.hop.provider)
+            self.engine.health.abandon_probe(attempt.hop.slot)
 
     def _record(self, hop: Hop, code: str, category: str, message: str,
                 trigger: TriggerType, retry_after_s: float | None,
                 seconds: float | None = None) -> None:
         self.records.append(HopRecord(self.index, hop.provider, hop.model, code, category,
-                                      message, trigger, retry_after_s, seconds))
+                                      message, trigger, retry_after_s, seconds, hop.account))
         nxt = self.route.hops[self.index + 1].provider \
             if self.index + 1 < len(self.route.hops) and not self.stopped else None
         log.info("hop", extra={
             "event": "hop", "chain_id": self.chain_id, "hop": self.index,
-            "provider": hop.provider, "model": hop.model, "trigger_type": trigger,
+            "provider": hop.provider, "account": hop.account, "model": hop.model,
+            "trigger_type": trigger,
             "code": code, "category": category, "ir_request_hash": request_hash(self.request),
             "next_provider": nxt})
 
@@ -175,6 +191,50 @@ class Attempt:
     def spawned(self) -> bool:
         return self.cache in ("miss", "bypass")
 
+
+
+def _same_entry(hop: Hop, other: Hop) -> bool:
+    """Two accounts' hops of one chain entry (a route holds each provider and model once)."""
+    return hop.provider == other.provider and hop.model == other.model
+
+
+def for_key(route: Route, binding: Binding) -> Route:
+    """``route`` with each hop repeated for the accounts the key may use, in order: those
+    its ``binding`` names for the hop's provider (that the entry may use), else the entry's
+    accounts that serve every key. A hop with none is kept once, its ``accounts`` empty, for
+    the walk to record as not allowed. Names no account the key may not use."""
+    hops: list[Hop] = []
+    for hop in route.hops:
+        bound = bound_accounts(binding, hop.provider)
+        usable = [a for a in bound if a in hop.accounts] if bound is not None else \
+            [a for a in hop.accounts if a in hop.shared]
+        hops += [replace(hop, account=a) for a in usable] or [replace(hop, accounts=())]
+    return Route(route.requested, tuple(hops))
+
+
+async def conversation_first(route: Route, request: ChatRequest, context: RequestContext,
+                             actors: Mapping[str, ProviderActor]) -> Route:
+    """``route`` with, among an entry's accounts, the one keeping this conversation's CLI
+    session moved first: a continued conversation stays on its account, where the vendor's
+    prompt cache is warm (issue #30); when that account is cooling, the walk skips it as
+    any other. Asks only where the key may use several accounts of one entry (the session
+    store is read in worker threads)."""
+    owner = context.namespace
+    groups: list[list[Hop]] = []
+    for hop in route.hops:
+        if groups and _same_entry(groups[-1][0], hop):
+            groups[-1].append(hop)
+        else:
+            groups.append([hop])
+    if owner is None or all(len(group) == 1 for group in groups):
+        return route
+    for group in groups:
+        for i, hop in enumerate(group if len(group) > 1 else ()):
+            actor = actors.get(hop.slot)
+            if actor is not None and await actor.holds_session(request, hop.model, owner):
+                group.insert(0, group.pop(i))
+                break
+    return Route(route.requested, tuple(hop for group in groups for hop in group))
 
 
 def request_hash(request: ChatRequest) -> str:

@@ -28,6 +28,7 @@ from olp.accounting import (
     usage_report,
 )
 from olp.actors import ProviderActor
+from olp.engine import split_slot
 from olp.store import AsyncResponseStore, AsyncSessionStore, Database, ResponseStore, SessionStore
 
 from . import _dashboard, _views
@@ -126,16 +127,21 @@ def health_body(services: Services, *, owner: bool) -> dict[str, Any]:
 
 
 def _quota_inputs(services: Services) -> dict[str, Any]:
-    """The running proxy's side of the quota view (:func:`olp.accounting.quota_view`)."""
-    names = list(dict.fromkeys([*services.provider_info, *services.actors]))
-    ledger = services.engine.ledger
+    """The running proxy's side of the quota view (:func:`olp.accounting.quota_view`): one
+    entry per slot (a provider's account: ``claude``, ``claude@bob``), those of the
+    providers OLP knows and of their accounts that run or have engine state."""
+    ledger, health = services.engine.ledger, services.engine.health.snapshot()
+    reported = ledger.snapshot().get("reported", {})
+    known = [*services.provider_info, *services.actors]
+    seen = [*(c["provider"] for c in (*health.get("cooldowns", []),
+                                      *health.get("circuits", []))), *reported]
+    names = list(dict.fromkeys([*known, *(s for s in seen if split_slot(s)[0] in known)]))
     soft = {n: (skip.message, skip.retry_after_s) for n in names
             if (skip := ledger.check(n)) is not None}
     unavailable = {n: "; ".join(info.get("problems") or []) or "disabled"
                    for n, info in services.provider_info.items()
                    if n not in services.actors}
-    return {"providers": names, "health": services.engine.health.snapshot(),
-            "reported": ledger.snapshot().get("reported", {}), "soft": soft,
+    return {"providers": names, "health": health, "reported": reported, "soft": soft,
             "unavailable": unavailable}
 
 

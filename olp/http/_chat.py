@@ -154,16 +154,29 @@ def _headers(chat: ChatRequest, hop: Hop, index: int, records: list[HopRecord],
     return olp_headers(
         requested_model=chat.model, provider_used=hop.provider, model_used=hop.model,
         served_by=hop.name, fallback_hops=index, cache=cache,
-        credential="metered" if hop.provider in policy.metered else "subscription",
+        account=hop.account if _named(hop.provider, hop.account, policy) else None,
+        credential="metered" if hop.slot in policy.metered else "subscription",
         latency_ms=_elapsed_ms(g.t0), ignored_params=ignored or None,
         session=session if cache in ("miss", "bypass") else None,
         fallback_detail=_detail(records, policy))
 
 
+def _named(provider: str, account: str, policy: HeaderPolicy) -> bool:
+    """Whether this request's key may learn the account's name (``X-OLP-Account``, the
+    fallback detail): under the detail's policy, the owner always, anyone else only for an
+    account their key is bound to (a guest never learns another person's account)."""
+    tier = g.principal.tier
+    return policy.detail_allowed(tier) and (
+        tier == "owner" or (provider, account) in key_policy(g.principal).accounts)
+
+
 def _detail(records: list[HopRecord], policy: HeaderPolicy) -> JsonValue | None:
-    """``X-OLP-Fallback-Detail``, when there is a trail and this key may see it."""
+    """``X-OLP-Fallback-Detail``, when there is a trail and this key may see it; an account
+    the key may not learn is shown as ``-``."""
     if records and policy.detail_allowed(g.principal.tier):
-        return JsonValue(detail_header(records))
+        return JsonValue(detail_header([
+            r if _named(r.provider, r.account, policy) else replace(r, account="-")
+            for r in records]))
     return None
 
 
@@ -172,7 +185,7 @@ def exhausted(chat: ChatRequest, exc: ChainFailed, policy: HeaderPolicy) -> ApiE
     headers; logs the request."""
     failure = chain_error(chat, exc, public=_public())
     hop = failure.hop
-    tried = exc.tried or [h.provider for h in exc.route.hops]
+    tried = exc.tried or list(dict.fromkeys(h.provider for h in exc.route.hops))
     headers = {**failure.error.headers, **olp_headers(
         requested_model=chat.model, provider_used=hop.provider, model_used=hop.model,
         fallback_hops=max(0, len(exc.records) - 1), cache="bypass",

@@ -111,9 +111,9 @@ async def answer(services: Services, metrics: Metrics,
                 trace.first_content_s = trio.current_time() - trace.t0
             return response
         done = await services.engine.complete(chat, context)
-        trace.served(provider=done.hop.provider, model=done.model, entry=done.hop.name,
-                     index=done.index, cache=done.cache, records=done.records,
-                     usage=done.usage, seconds=done.seconds)
+        trace.served(provider=done.hop.provider, account=done.hop.account, model=done.model,
+                     entry=done.hop.name, index=done.index, cache=done.cache,
+                     records=done.records, usage=done.usage, seconds=done.seconds)
         trace.outcome = "truncated" if done.truncated else "ok"
         response = _chat.complete(chat, done, services.headers, dialect)
         if not done.truncated:
@@ -175,9 +175,9 @@ def _stream_end(services: Services, metrics: Metrics, trace: Trace) -> _chat.Str
 
     def end(outcome: str, answer: Answer | None, failure: ChainFailed | None) -> None:
         if answer is not None:
-            trace.served(provider=answer.hop.provider, model=answer.model,
-                         entry=answer.hop.name, index=answer.index, cache=answer.cache,
-                         records=answer.records, usage=answer.usage,
+            trace.served(provider=answer.hop.provider, account=answer.hop.account,
+                         model=answer.model, entry=answer.hop.name, index=answer.index,
+                         cache=answer.cache, records=answer.records, usage=answer.usage,
                          seconds=trio.current_time() - answer.started_at)
         if failure is not None:
             trace.failed(failure)

@@ -21,6 +21,7 @@ import trio
 from olp.accounting import AuditRow, Recorder, RequestLimiter, Reservation, UsageDelta
 from olp.engine import ChainFailed, HopRecord
 from olp.ir import Usage
+from olp.store import DEFAULT_ACCOUNT
 
 #: Outcomes of a request that got its answer (``served`` in the ledger).
 SERVED = frozenset({"ok", "truncated"})
@@ -47,6 +48,7 @@ class Trace:
     requested_model: str | None = None
     stream: bool = False
     provider: str | None = None
+    account: str | None = None  # the provider's login that served it, or was tried first
     model: str | None = None
     entry: str | None = None
     index: int = 0
@@ -65,9 +67,10 @@ class Trace:
     client: str | None = None  # the client's address: a keyless row's throttle source
     ended: bool = False
 
-    def served(self, *, provider: str, model: str, entry: str, index: int, cache: str,
-               records: Sequence[HopRecord], usage: Usage | None, seconds: float) -> None:
-        self.provider, self.model, self.entry = provider, model, entry
+    def served(self, *, provider: str, account: str, model: str, entry: str, index: int,
+               cache: str, records: Sequence[HopRecord], usage: Usage | None,
+               seconds: float) -> None:
+        self.provider, self.account, self.model, self.entry = provider, account, model, entry
         self.index, self.cache, self.records = index, cache, records
         self.usage, self.seconds = usage, seconds
 
@@ -76,7 +79,9 @@ class Trace:
         self.refused = self.refused or exc.not_allowed
         tried = [r for r in exc.records if r.trigger_type != "soft"]
         if tried:
-            self.provider, self.model = tried[0].provider, tried[0].model
+            first = tried[0]
+            self.provider, self.account = first.provider, first.account
+            self.model = first.model
 
     @property
     def spawned(self) -> bool:
@@ -106,20 +111,21 @@ class Trace:
             latency_ms=round((trio.current_time() - self.t0) * 1000),
             prompt_tokens=None if tokens is None else tokens[0],
             completion_tokens=None if tokens is None else tokens[1], outcome=outcome,
-            action=self.action)
+            action=self.action, account=self.account)
 
     def usage_deltas(self, outcome: str) -> list[UsageDelta]:
-        """The ledger additions: the failed hops (each on its provider and model), and the
-        request itself on the row of the hop that served it, else the first hop tried, else
-        ``-``/``-``."""
+        """The ledger additions: the failed hops (each on its provider, account and model),
+        and the request itself on the row of the hop that served it, else the first hop
+        tried, else ``-``/``-``/``-``."""
         if not self.model_request:
             return []
-        deltas = [UsageDelta(r.provider, r.model, failed_hops=1,
+        deltas = [UsageDelta(r.provider, r.model, account=r.account, failed_hops=1,
                              spawn_seconds=r.seconds or 0.0)
                   for r in self.records if r.trigger_type != "soft"]
         tokens = self.tokens or (0, 0)
         deltas.append(UsageDelta(
-            self.provider or "-", self.model or "-", requests=1,
+            self.provider or "-", self.model or "-", account=self.account or DEFAULT_ACCOUNT,
+            requests=1,
             served=int(self.entry is not None and outcome in SERVED),
             refused=int(self.refused), fallbacks=int(self.entry is not None and self.index > 0),
             cache_hits=int(self.cache in NOT_SPAWNED), prompt_tokens=tokens[0],

@@ -31,7 +31,7 @@ from olp.ir import ChatRequest
 from ._adapter import BuildInvocation, ProviderAdapter
 
 if TYPE_CHECKING:
-    from olp.actors._cli_runner import WarmUnits
+    from olp.actors._warm_units import WarmUnits
 
 SpecKind = Literal["cli", "http"]
 #: D: enabled by default. C: off until the owner enables it. B: C plus an explicit consent.

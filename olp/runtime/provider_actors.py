@@ -35,10 +35,31 @@ from olp.config import ProviderSettings, Settings, resolve_binary
 from olp.lockdown import TARGETS, LockdownGate, VerdictStore, verifier
 from olp.providers import kit
 from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
-from olp.runtime.routing import Provider
-from olp.store import AsyncSessionStore
+from olp.runtime.routing import Login, Provider
+from olp.store import AsyncSessionStore, slot_name
 
 log = logging.getLogger("olp.runtime.provider_actors")
+
+
+@dataclass(slots=True)
+class AccountReport:
+    """One login of a CLI provider as ``/health`` and ``olp doctor`` show it (issue #30):
+    where it lives (``None``: the owner's own, found as before accounts existed), whether it
+    was found, and metered or subscription."""
+
+    name: str
+    home: str | None
+    serves_all: bool
+    credentials: bool = False
+    metered: bool = False
+    metered_by: str | None = None
+    problem: str = ""  # what is missing, and its fix
+    actor: str = ""  # the actor serving it (:func:`olp.store.slot_name`)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"home": self.home, "serves": "*" if self.serves_all else "bound keys",
+                "credentials": self.credentials, "metered": self.metered,
+                "metered_by": self.metered_by, "problem": self.problem or None}
 
 
 @dataclass(slots=True)
@@ -59,6 +80,7 @@ class Report:
     problems: list[str] = field(default_factory=list)
     fixes: list[str] = field(default_factory=list)
     gate: LockdownGate | None = None  # the CLI's lockdown self-check (issue #26)
+    accounts: dict[str, AccountReport] = field(default_factory=dict)  # issue #30
 
     @property
     def usable(self) -> bool:
@@ -69,7 +91,8 @@ class Report:
                 "metered_by": self.metered_by,
                 "risk_tier": self.risk_tier, "binary": self.binary, "version": self.version,
                 "credentials": self.credentials, "sandbox": self.sandbox,
-                "problems": self.problems}
+                "problems": self.problems,
+                "accounts": {n: a.as_dict() for n, a in self.accounts.items()}}
 
 
 @dataclass(slots=True)
@@ -88,7 +111,8 @@ class Runtime:
 
 def build(settings: Settings, environ: Mapping[str, str], *,
           session_store: AsyncSessionStore | None = None) -> Runtime:
-    """An actor per enabled provider that can run here; the others are reported, loudly.
+    """An actor per enabled provider that can run here, and per account of a CLI provider
+    (issue #30: named by :func:`olp.store.slot_name`); the others are reported, loudly.
     ``session_store``: where CLI sessions are kept between turns (``None``: nowhere, so
     ``providers.<name>.sessions`` has no effect, as in the commands that only inspect)."""
     runtime = Runtime({}, {}, {})
@@ -106,18 +130,15 @@ def build(settings: Settings, environ: Mapping[str, str], *,
                 provider, running=False, credentials=False, metered=report.metered,
                 problem="disabled", fix=enable_fix(name, spec.risk_tier if spec else "D"))
             continue
-        runtime.providers[name] = Provider(provider, running=False, credentials=False,
-                                           metered=report.metered)
-        runner: JobRunner | None
+        runners: dict[str, JobRunner] = {}
         if spec is not None and spec.kind == "http":
-            runner = _http_runner(name, provider, environ, report)
-            runtime.http_runners.append(runner)
+            http = _http_runner(name, provider, environ, report)
+            runtime.http_runners.append(http)
+            runners[name] = http
         else:
-            runner = _cli_runner(name, provider, spec, settings, environ, spawner, report,
-                                 session_store)
-            if runner is not None and runner.config.sandbox is not None:
-                runtime.sandboxes[name] = runner.config.sandbox
-        if runner is None:
+            runners = _cli_runners(name, provider, spec, settings, environ, spawner, report,
+                                   session_store)
+        if not runners:
             for problem in report.problems:
                 log.warning("provider skipped: %s", problem, extra={"provider": name})
             runtime.providers[name] = Provider(
@@ -127,15 +148,22 @@ def build(settings: Settings, environ: Mapping[str, str], *,
         if not report.credentials:
             log.warning("provider has no credentials; requests to it fail with AUTH_MISSING",
                         extra={"provider": name, "fix": report.fixes[-1]})
-        if isinstance(runner, CliRunner) and spec is not None:
-            report.gate = lockdown_gate(name, runner, spec, provider, settings, environ)
-        runtime.actors[name] = ProviderActor(
-            name, runner, max_concurrent=provider.max_concurrent,
-            pool=runner.pool if isinstance(runner, CliRunner) else None, admission=report.gate)
+        first = next(iter(runners.values()))
+        if isinstance(first, CliRunner) and spec is not None:
+            report.gate = lockdown_gate(name, first, spec, provider, settings, environ)
+            runtime.sandboxes.update({name: first.config.sandbox} if first.config.sandbox
+                                     else {})
+        for slot, job_runner in runners.items():
+            runtime.actors[slot] = ProviderActor(
+                slot, job_runner, max_concurrent=provider.max_concurrent,
+                pool=job_runner.pool if isinstance(job_runner, CliRunner) else None,
+                admission=report.gate)
         runtime.providers[name] = Provider(
             provider, running=True, credentials=report.credentials, metered=report.metered,
             problem="" if report.credentials else "no credentials",
-            fix="" if report.credentials else report.fixes[-1])
+            fix="" if report.credentials else report.fixes[-1],
+            accounts=tuple(Login(a.name, a.credentials, a.metered, a.serves_all)
+                           for a in report.accounts.values()))
     return runtime
 
 
@@ -185,10 +213,63 @@ def metered_source(settings: Settings, provider: ProviderSettings,
     return spec.metered_by(provider.env, environ) if spec is not None else None
 
 
-def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
-                settings: Settings, environ: Mapping[str, str], spawner: ProcessSpawner,
-                report: Report, session_store: AsyncSessionStore | None = None,
-                ) -> CliRunner | None:
+def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
+                 settings: Settings, environ: Mapping[str, str], spawner: ProcessSpawner,
+                 report: Report, session_store: AsyncSessionStore | None = None,
+                 ) -> dict[str, JobRunner]:
+    """A runner per account of a CLI provider, by actor name; ``{}`` when the CLI cannot run
+    here (the report says why). Each account's runner finds its login only in its own home
+    (:meth:`~olp.providers.kit.ProviderSpec.account_env`): never the owner's, never another
+    account's."""
+    base = _cli_base(name, provider, spec, settings, environ, report)
+    if base is None or spec is None or spec.adapter is None:
+        return {}
+    binary, sandbox, owner_home = base
+    runners: dict[str, JobRunner] = {}
+    for account in provider.accounts:
+        proxy_env = spec.account_env(environ, account.home)
+        env = {**provider.env, **account.env}
+        runner = CliRunner(spec.adapter(), spawner, CliConfig(
+            binary=binary, env=env, extra_args=provider.extra_args,
+            home_files=provider.home_files, timeouts=provider.timeouts,
+            real_home=account.home or owner_home, proxy_env=proxy_env, sandbox=sandbox,
+            sessions=SessionPolicy(session_store, provider.session_ttl_s)
+            if provider.sessions and session_store is not None else None,
+            account=account.name),
+            warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
+            units=spec.warm_units() if spec.warm_units is not None else None)
+        missing = runner.preflight()
+        by = _account_metered(settings, provider, spec, env, proxy_env, account.home)
+        slot = slot_name(name, account.name)
+        report.accounts[account.name] = AccountReport(
+            account.name, None if account.home is None else str(account.home),
+            account.serves_all, credentials=missing is None, metered=by is not None,
+            metered_by=by, problem="" if missing is None else missing.message, actor=slot)
+        runners[slot] = runner
+    found = [a for a in report.accounts.values() if a.credentials]
+    report.credentials = bool(found)
+    if not found:
+        report.problems.append("no credentials found")
+        report.fixes.append(next(iter(report.accounts.values())).problem)
+    return runners
+
+
+def _account_metered(settings: Settings, provider: ProviderSettings, spec: kit.ProviderSpec,
+                     env: Mapping[str, str], proxy_env: Mapping[str, str],
+                     home: Path | None) -> str | None:
+    """Why one account is metered (:func:`metered_source`, with the account's own ``env``
+    and home), or ``None``."""
+    block = settings.config.providers.blocks.get(provider.name)
+    if block is not None and block.metered is not None:
+        return f"providers.{provider.name}.metered is true" if block.metered else None
+    return spec.metered_by(env, proxy_env, real_home=home)
+
+
+def _cli_base(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | None,
+              settings: Settings, environ: Mapping[str, str], report: Report,
+              ) -> tuple[str, Sandbox | None, Path] | None:
+    """The CLI's binary, its sandbox and the owner's home, shared by its accounts; ``None``
+    (the report says why) when it cannot run here."""
     if spec is None or spec.kind != "cli" or spec.adapter is None:
         report.problems.append(f"{provider.kind} provider `{name}` is not supported yet")
         report.fixes.append(f"disable it: \"providers\": {{\"enabled\": {{\"{name}\": false}}}}")
@@ -208,9 +289,12 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
             report.problems.append("bubblewrap (bwrap) not found: spawns cannot be confined")
             report.fixes.append(BWRAP_HINT.format(name=name))
             return None
-        # Never a root that holds the owner's home, OLP's home or the spawns' job directories.
+        # Never a root that holds the owner's home, OLP's home, an account's home or the
+        # spawns' job directories.
+        homes = [a.home for a in provider.accounts if a.home is not None]
         roots = install_roots(binary, path_env=environ.get("PATH"),
-                              forbidden=(real_home, settings.home, Path(tempfile.gettempdir())))
+                              forbidden=(real_home, settings.home, Path(tempfile.gettempdir()),
+                                         *homes))
         # The tool bridge (an MCP server the CLI launches) runs on the proxy's interpreter.
         bridge = [r for r in bridge_read_roots() if r not in roots]
         sandbox = Sandbox(bwrap, read_only=(*roots, *bridge,
@@ -220,20 +304,7 @@ def _cli_runner(name: str, provider: ProviderSettings, spec: kit.ProviderSpec | 
         report.sandbox = "off"
         log.warning("provider runs UNCONFINED: its CLI can read every file this user can "
                     "(providers.%s.sandbox is false)", name, extra={"provider": name})
-    runner = CliRunner(spec.adapter(), spawner, CliConfig(
-        binary=binary, env=provider.env, extra_args=provider.extra_args,
-        home_files=provider.home_files, timeouts=provider.timeouts,
-        real_home=real_home, proxy_env=dict(environ), sandbox=sandbox,
-        sessions=SessionPolicy(session_store, provider.session_ttl_s)
-        if provider.sessions and session_store is not None else None),
-        warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
-        units=spec.warm_units() if spec.warm_units is not None else None)
-    missing = runner.preflight()
-    report.credentials = missing is None
-    if missing is not None:
-        report.problems.append("no credentials found")
-        report.fixes.append(missing.message)
-    return runner
+    return binary, sandbox, real_home
 
 
 def _http_runner(name: str, provider: ProviderSettings, environ: Mapping[str, str],

@@ -15,6 +15,7 @@ body limit, drain, the cache store) need a restart; a reload that changes them s
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -33,7 +34,7 @@ from olp.http import HeaderPolicy, Services
 from olp.providers.openai_compat import OpenAICompatRunner
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, model_listing
-from olp.store import AsyncSessionStore, SessionStore
+from olp.store import AsyncSessionStore, SessionStore, split_slot
 
 log = logging.getLogger("olp.reload")
 
@@ -55,8 +56,13 @@ def soft_limits(settings: Settings) -> dict[str, SoftLimits]:
 
 
 def header_policy(settings: Settings, runtime: provider_actors.Runtime) -> HeaderPolicy:
+    """Who sees the fallback detail and the account, and which actors are metered (a
+    provider's, or one account's: ``X-OLP-Credential``)."""
+    metered = {n for n, r in runtime.reports.items() if r.metered and not r.accounts}
+    metered |= {a.actor for r in runtime.reports.values() for a in r.accounts.values()
+                if a.metered}
     return HeaderPolicy(settings.config.auth.fallback_detail_header_policy,
-                        frozenset(n for n, r in runtime.reports.items() if r.metered))
+                        frozenset(metered))
 
 
 def retention(settings: Settings) -> Retention:
@@ -98,7 +104,8 @@ def apply(services: Services, engine: Engine, settings: Settings,
     engine.ledger.limits = soft_limits(settings)
     engine.health.policy = health_policy(settings)
     services.actors = runtime.actors
-    services.models = partial(model_listing, registry, router, frozenset(runtime.actors))
+    services.models = partial(model_listing, registry, router,
+                              frozenset(split_slot(n)[0] for n in runtime.actors))
     services.provider_info = {n: r.as_dict() for n, r in runtime.reports.items()}
     services.headers = header_policy(settings, runtime)
     services.allow_anonymous = settings.config.auth.allow_anonymous
@@ -192,10 +199,11 @@ class Reloader:
             previous = old.actors.get(name)
             if previous is not None and _same(self.running.settings, settings, name):
                 new.actors[name] = previous
-                report = old.reports.get(name)
+                provider = split_slot(name)[0]
+                report = old.reports.get(provider)
                 if report is not None:
-                    new.reports[name].version = report.version
-                    new.reports[name].gate = report.gate  # the one the kept actor serves
+                    new.reports[provider].version = report.version
+                    new.reports[provider].gate = report.gate  # the one kept actors serve
                 if isinstance(actor.runner, OpenAICompatRunner):
                     new.http_runners.remove(actor.runner)
                     await actor.runner.aclose()
@@ -208,11 +216,16 @@ class Reloader:
         return kept, started
 
 
-def _same(before: Settings, after: Settings, name: str) -> bool:
+def _same(before: Settings, after: Settings, slot: str) -> bool:
+    """Whether the actor ``slot`` would be built the same: its provider's settings (other
+    accounts aside) and its own account's are unchanged."""
+    name, account = split_slot(slot)
     try:
-        return before.provider(name) == after.provider(name)
+        old, new = before.provider(name), after.provider(name)
     except KeyError:
         return False
+    return dataclasses.replace(old, accounts=()) == dataclasses.replace(new, accounts=()) \
+        and old.account(account) is not None and old.account(account) == new.account(account)
 
 
 async def _close_when_idle(actor: ProviderActor) -> None:

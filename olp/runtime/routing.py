@@ -24,6 +24,7 @@ from typing import Any
 from olp.config import ChainEntry, ProviderSettings, Registry, Settings
 from olp.engine import Capabilities, Hop, Router, UnknownModel
 from olp.engine._routes import dedupe
+from olp.store import DEFAULT_ACCOUNT
 
 log = logging.getLogger("olp.runtime.routing")
 
@@ -34,10 +35,22 @@ UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=Tru
 
 
 @dataclass(frozen=True, slots=True)
+class Login:
+    """One account of a provider as routing sees it (issue #30): whether its login was
+    found, whether it is metered, and whether keys without a binding may use it."""
+
+    name: str
+    credentials: bool
+    metered: bool = False
+    serves_all: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class Provider:
     """A provider as routing sees it: its settings, whether it can answer now, whether it is
     metered (configured, or detected from its credential) and why, and when it cannot
-    answer, the problem and its fix."""
+    answer, the problem and its fix. ``accounts``: its logins (``()``: the one login the
+    provider-level fields describe, as the default account)."""
 
     settings: ProviderSettings
     running: bool
@@ -46,12 +59,25 @@ class Provider:
     problem: str = ""
     fix: str = ""
     metered_by: str = ""
+    accounts: tuple[Login, ...] = ()
+
+    @property
+    def logins(self) -> tuple[Login, ...]:
+        return self.accounts or (Login(DEFAULT_ACCOUNT, self.credentials, self.metered),)
+
+    def usable_logins(self, *, consent: bool, forbid_metered: bool) -> list[Login]:
+        """The logins a hop may use: found, and not metered unless the owner consented
+        (``consent``) and metered spend is not forbidden."""
+        return [a for a in self.logins if a.credentials
+                and (not a.metered or (consent and not forbid_metered))]
 
 
 def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
-            registry: Registry, *, name: str = "", metered: bool | None = None) -> Hop:
+            registry: Registry, *, name: str = "", metered: bool | None = None,
+            logins: Sequence[Login] | None = None) -> Hop:
     """A hop to ``provider``/``model`` with its capabilities and context window, found where
-    the provider's spec says: everything passed through, or the models registry."""
+    the provider's spec says: everything passed through, or the models registry; ``logins``
+    are the accounts it may use (``None``: the default account)."""
     metered = provider.metered if metered is None else metered
     spec = provider.spec
     if spec is None or spec.capabilities == "passthrough":
@@ -65,13 +91,16 @@ def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
             caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode)
             window = known.context_window
             model = known.model
+    logins = logins if logins is not None else (Login(DEFAULT_ACCOUNT, True),)
+    accounts = tuple(a.name for a in logins)
+    shared = tuple(a.name for a in logins if a.serves_all)
     if entry is None:
         return Hop(provider.name, model, name, metered=metered, context_window=window,
-                   capabilities=caps)
+                   capabilities=caps, accounts=accounts, shared=shared)
     return Hop(provider.name, model, entry.label,
                on=frozenset(entry.on) if entry.on is not None else None,
                metered=metered, unsupported=entry.unsupported, context_window=window,
-               capabilities=caps)
+               capabilities=caps, accounts=accounts, shared=shared)
 
 
 def build_router(settings: Settings, registry: Registry,
@@ -86,8 +115,10 @@ def build_router(settings: Settings, registry: Registry,
             why = _pruned(entry, providers.get(entry.provider), settings)
             if why is None:
                 provider = providers[entry.provider]
+                logins = provider.usable_logins(
+                    consent=entry.metered, forbid_metered=settings.forbid_metered_fallback)
                 hops.append(hop_for(entry, provider.settings, entry.model, registry,
-                                    metered=provider.metered))
+                                    metered=any(a.metered for a in logins), logins=logins))
             else:
                 log.warning("chain entry pruned: %s", why,
                             extra={"entry": f"{where}[{i}] ({entry.label})"})
@@ -115,8 +146,10 @@ def build_router(settings: Settings, registry: Registry,
         refused = registry_refusal(provider, settings)
         if refused is not None:
             raise UnknownModel(model, refused)
+        logins = provider.usable_logins(consent=_consented(provider.settings.name, settings),
+                                        forbid_metered=settings.forbid_metered_fallback)
         return hop_for(None, provider.settings, entry.model, registry,
-                       metered=provider.metered)
+                       metered=any(a.metered for a in logins), logins=logins)
 
     unserved = {name: f"{p.problem} (fix: {p.fix}; see `olp doctor`)"
                 for name, p in providers.items() if not p.running}
@@ -125,27 +158,39 @@ def build_router(settings: Settings, registry: Registry,
 
 
 def _pruned(entry: ChainEntry, provider: Provider | None, settings: Settings) -> str | None:
-    """Why a chain entry cannot be used (what is missing), or ``None`` when it can."""
+    """Why a chain entry cannot be used (what is missing), or ``None`` when it can (some
+    account of its provider can: the others are left out of its hop)."""
     if provider is None:
         return f"unknown provider `{entry.provider}`"
     if not provider.running:
         return provider.problem or "provider not running"
-    if not provider.credentials:
+    if provider.usable_logins(consent=entry.metered,
+                              forbid_metered=settings.forbid_metered_fallback):
+        return None
+    found = [a for a in provider.logins if a.credentials]
+    if not found:
         return "no credentials"
-    if provider.metered and not entry.metered:
+    if not entry.metered:
         return ('the provider is metered; the entry must say "metered": true to consent '
                 "to spend")
-    if provider.metered and settings.forbid_metered_fallback:
-        return "metered, and OLP_FORBID_METERED_FALLBACK=1"
-    return None
+    return "metered, and OLP_FORBID_METERED_FALLBACK=1"
+
+
+def _consented(name: str, settings: Settings) -> bool:
+    """Whether the owner consented to a metered provider serving models without a chain
+    (``providers.<name>.metered: true``)."""
+    block = settings.config.providers.blocks.get(name)
+    return block is not None and block.metered is True
 
 
 def registry_refusal(provider: Provider, settings: Settings) -> str | None:
     """Why a model without a chain may not go to ``provider`` (the cause and the fix for its
     404), or ``None`` when it may: a running metered provider needs
     ``providers.<name>.metered: true`` (the consent) and no ``OLP_FORBID_METERED_FALLBACK``.
-    A provider that is not running is the router's to report."""
-    if not provider.running or not provider.metered:
+    A provider that is not running is the router's to report. With several accounts, one
+    that is found and not metered is enough."""
+    found = [a for a in provider.logins if a.credentials] or list(provider.logins)
+    if not provider.running or not all(a.metered for a in found):
         return None
     name = provider.settings.name
     why = f" ({provider.metered_by})" if provider.metered_by else ""

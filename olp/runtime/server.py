@@ -55,6 +55,7 @@ from olp.store import (
     KeyStore,
     SessionStore,
     StateStore,
+    split_slot,
 )
 
 log = logging.getLogger("olp.runtime.server")
@@ -228,7 +229,8 @@ async def _serve(settings: Settings, environ: Mapping[str, str],
                 await background.start(flights.run)
                 services = Services(
                     engine=engine, keys=keys,
-                    models=partial(model_listing, registry, router, frozenset(actors)),
+                    models=partial(model_listing, registry, router,
+                                   frozenset(split_slot(n)[0] for n in actors)),
                     actors=actors, cache=cache, flights=flights,
                     provider_info={n: r.as_dict() for n, r in runtime.reports.items()},
                     headers=header_policy(settings, runtime),

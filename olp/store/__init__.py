@@ -10,6 +10,8 @@ from ._bindings import Binding as Binding
 from ._bindings import bound_accounts as bound_accounts
 from ._bindings import format_binding as format_binding
 from ._bindings import parse_binding as parse_binding
+from ._bindings import slot_name as slot_name
+from ._bindings import split_slot as split_slot
 from ._bindings import valid_account_name as valid_account_name
 from ._db import MIGRATIONS as MIGRATIONS
 from ._db import Database as Database

@@ -56,3 +56,16 @@ def bound_accounts(binding: Binding, provider: str) -> tuple[str, ...] | None:
     none (the key is not bound for that provider)."""
     found = tuple(account for p, account in binding if p == provider)
     return found or None
+
+
+def slot_name(provider: str, account: str) -> str:
+    """The name of the actor serving ``provider``'s ``account``: the provider's own name for
+    the default account (so a config without accounts names everything as before), else
+    ``provider@account``."""
+    return provider if account == DEFAULT_ACCOUNT else f"{provider}@{account}"
+
+
+def split_slot(slot: str) -> tuple[str, str]:
+    """``(provider, account)`` of a :func:`slot_name`."""
+    provider, _, account = slot.partition("@")
+    return provider, account or DEFAULT_ACCOUNT

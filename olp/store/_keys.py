@@ -14,11 +14,13 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from functools import partial
 from typing import Final, Literal, Protocol
 
 import trio
 
+from ._bindings import Binding, format_binding, parse_binding
 from ._db import Database, StoreError
 from ._key_records import (
     NO_LIMITS,
@@ -39,7 +41,7 @@ from ._key_records import (
 MAX_NAME_CHARS: Final = 64
 _MAX_TOKEN_CHARS: Final = 1024  # longer input is not ours; don't even hash it
 _COLUMNS: Final = ("id, name, tier, prefix, source, created_at, revoked_at, providers, limits, "
-                   "imported_from")
+                   "imported_from, accounts")
 
 
 class KeyService(Protocol):
@@ -66,10 +68,12 @@ class KeyStore:
     def create(self, name: str, tier: Tier = "guest",
                policy: KeyPolicy = UNRESTRICTED) -> tuple[KeyRecord, str]:
         """Store a new key; returns its record and the plaintext token (shown once, never
-        stored). Raises :class:`KeyNameError` for a bad or taken name."""
+        stored). Raises :class:`KeyNameError` for a bad or taken name, ``ValueError`` for a
+        policy :func:`_checked` refuses."""
         name = _check_name(name)
         if tier not in ("owner", "guest"):
             raise ValueError(f"unknown tier {tier!r}")
+        policy = _checked(policy)
         token = generate_token()
 
         def insert(c: sqlite3.Connection) -> int:
@@ -82,23 +86,27 @@ class KeyStore:
     def update(self, id_or_name: int | str, *,
                providers: frozenset[str] | None | Literal["keep"] = "keep",
                limits: dict[str, int] | None = None,
-               clear_limits: bool = False) -> KeyRecord | None:
+               clear_limits: bool = False,
+               accounts: Binding | Literal["keep"] = "keep") -> KeyRecord | None:
         """Change an active key's policy: its allow-list (``None`` = every provider; the
-        default keeps it) and its limits (``clear_limits`` drops them all first, then
-        ``limits`` sets the ones named). ``None`` if no active key matched; a bad limit
-        raises ``ValueError``. A running server applies it within its 2 s lookup memo."""
+        default keeps it), its limits (``clear_limits`` drops them all first, then
+        ``limits`` sets the ones named) and its binding to accounts (``()``: none; the
+        default keeps it). ``None`` if no active key matched; a bad limit, or a policy
+        :func:`_checked` refuses, raises ``ValueError``. A running server applies it within
+        its 2 s lookup memo."""
         where, arg = _where(id_or_name)
         changes = Limits.from_dict(dict(limits or {})).as_dict()
 
         def change(c: sqlite3.Connection) -> int | None:
-            row = c.execute(f"SELECT id, providers, limits FROM api_keys WHERE {where} "
-                            "AND revoked_at IS NULL", (arg,)).fetchone()
+            row = c.execute(f"SELECT id, providers, limits, accounts FROM api_keys "
+                            f"WHERE {where} AND revoked_at IS NULL", (arg,)).fetchone()
             if row is None:
                 return None
-            old = _policy(row[1], row[2])
+            old = _policy(row[1], row[2], row[3])
             base = NO_LIMITS if clear_limits else old.limits
-            new = KeyPolicy(old.providers if providers == "keep" else providers,
-                            base.merged(changes))
+            new = _checked(KeyPolicy(old.providers if providers == "keep" else providers,
+                                     base.merged(changes),
+                                     old.accounts if accounts == "keep" else accounts))
             _store_policy(c, int(row[0]), new)
             return int(row[0])
 
@@ -152,12 +160,12 @@ class KeyStore:
             return None
         digest = hash_token(token)
         row = self._db.read(lambda c: c.execute(
-            "SELECT id, name, tier, hash, providers, limits FROM api_keys "
+            "SELECT id, name, tier, hash, providers, limits, accounts FROM api_keys "
             "WHERE hash = ? AND revoked_at IS NULL", (digest,)).fetchone())
         if row is None or not hmac.compare_digest(row[3], digest):
             return None
         return Principal(key_id=row[0], name=row[1], tier=_tier(row[2]),
-                         policy=_policy(row[4], row[5]))
+                         policy=_policy(row[4], row[5], row[6]))
 
     def ensure_owner(self, env_token: str | None) -> str | None:
         """Make sure an owner key exists; return a new plaintext token only if one was made.
@@ -268,7 +276,7 @@ def import_keys(c: sqlite3.Connection, keys: builtins.list[ImportedKey]
         name = _free_name(c, _check_name(key.name))
         key_id = _insert(c, name, "guest", key.token, "cli", key.created_at)
         c.execute("UPDATE api_keys SET imported_from = ? WHERE id = ?", (key.origin, key_id))
-        _store_policy(c, key_id, key.policy)
+        _store_policy(c, key_id, _checked(key.policy))
         results.append(ImportResult(key.origin, name, key_id, True))
     return results
 
@@ -327,15 +335,28 @@ def _tier(value: str) -> Tier:
     raise StoreError(f"unknown tier {value!r} in the database")
 
 
+def _checked(policy: KeyPolicy) -> KeyPolicy:
+    """``policy`` with its binding in the one text form (repeats dropped); ``ValueError`` for
+    a pair that is not ``PROVIDER:ACCOUNT``, or an account of a provider the allow-list
+    excludes (the key could never use it)."""
+    binding = parse_binding(format_binding(policy.accounts))
+    excluded = [f"{p}:{a}" for p, a in binding if not policy.allows(p)]
+    if excluded:
+        raise ValueError(f"{', '.join(excluded)}: the key's providers exclude "
+                         f"{'that provider' if len(excluded) == 1 else 'those providers'}")
+    return replace(policy, accounts=binding)
+
+
 def _store_policy(c: sqlite3.Connection, key_id: int, policy: KeyPolicy) -> None:
     providers = None if policy.providers is None else ",".join(sorted(policy.providers))
     limits = json.dumps(policy.limits.as_dict()) if policy.limits.any else None
-    c.execute("UPDATE api_keys SET providers = ?, limits = ? WHERE id = ?",
-              (providers, limits, key_id))
+    accounts = format_binding(policy.accounts) or None
+    c.execute("UPDATE api_keys SET providers = ?, limits = ?, accounts = ? WHERE id = ?",
+              (providers, limits, accounts, key_id))
 
 
-def _policy(providers: object, limits: object) -> KeyPolicy:
-    """The policy stored in a row's ``providers`` and ``limits`` columns."""
+def _policy(providers: object, limits: object, accounts: object) -> KeyPolicy:
+    """The policy stored in a row's ``providers``, ``limits`` and ``accounts`` columns."""
     allowed = None if not isinstance(providers, str) else \
         frozenset(p for p in providers.split(",") if p)
     try:
@@ -343,11 +364,18 @@ def _policy(providers: object, limits: object) -> KeyPolicy:
         set_limits = Limits.from_dict(parsed if isinstance(parsed, dict) else {})
     except ValueError as exc:
         raise StoreError(f"a key's stored limits are not valid: {exc}") from None
-    return KeyPolicy(allowed, set_limits)
+    try:
+        if accounts is not None and not isinstance(accounts, str):
+            raise ValueError(f"{accounts!r} is not text")
+        binding = parse_binding(accounts or "")
+    except ValueError as exc:
+        raise StoreError(f"a key's stored accounts are not valid: {exc}") from None
+    return KeyPolicy(allowed, set_limits, binding)
 
 
 def _record(row: tuple[object, ...]) -> KeyRecord:
-    key_id, name, tier, prefix, source, created_at, revoked_at, providers, limits, origin = row
+    (key_id, name, tier, prefix, source, created_at, revoked_at, providers, limits, origin,
+     accounts) = row
     assert isinstance(key_id, int) and isinstance(name, str) and isinstance(tier, str)
     assert isinstance(prefix, str) and isinstance(source, str)
     assert isinstance(created_at, float | int)
@@ -355,5 +383,5 @@ def _record(row: tuple[object, ...]) -> KeyRecord:
     return KeyRecord(id=key_id, name=name, tier=_tier(tier), prefix=prefix, source=source,
                      created_at=float(created_at),
                      revoked_at=None if revoked_at is None else float(revoked_at),
-                     policy=_policy(providers, limits),
+                     policy=_policy(providers, limits, accounts),
                      imported_from=origin if isinstance(origin, str) else None)

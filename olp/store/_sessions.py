@@ -88,6 +88,14 @@ class SessionStore:
         self._db.write(write)
         return True
 
+    def holds(self, digest: str, *, key: str, provider: str, newer_than: float) -> bool:
+        """Whether a live session of this key and provider is kept under ``digest`` (read
+        only: which account a conversation belongs to)."""
+        row = self._db.read(lambda c: c.execute(
+            "SELECT key, provider, used_at FROM cli_sessions WHERE digest = ?",
+            (digest,)).fetchone())
+        return row is not None and (row[0], row[1]) == (key, provider) and row[2] > newer_than
+
     def take(self, digest: str, *, key: str, provider: str,
              newer_than: float) -> StoredSession | None:
         """The session under ``digest`` of this key and provider, removed from the store; or
@@ -139,6 +147,11 @@ class AsyncSessionStore:
     async def put(self, session: StoredSession, *, expire_before: float | None = None) -> bool:
         return await trio.to_thread.run_sync(
             lambda: self.sync.put(session, expire_before=expire_before))
+
+    async def holds(self, digest: str, *, key: str, provider: str,
+                    newer_than: float) -> bool:
+        return await trio.to_thread.run_sync(
+            lambda: self.sync.holds(digest, key=key, provider=provider, newer_than=newer_than))
 
     async def take(self, digest: str, *, key: str, provider: str,
                    newer_than: float) -> StoredSession | None:

@@ -1,6 +1,7 @@
 """``GET /metrics`` on a running ``olp start``: parsed with ``prometheus_client``'s own parser,
 its counters move with the requests (answers, a cache hit, a fallback, a key over its limit,
-a stream's first token), its gauges read the actors; the owner's key is needed unless
+a stream's first token), every one labelled with a provider labelled with its account too; its
+gauges read the actors; the owner's key is needed unless
 ``server.metrics`` is ``"loopback"`` (then no key from 127.0.0.1), and ``"off"`` hides it."""
 
 from __future__ import annotations
@@ -76,21 +77,21 @@ async def test_counters_move_with_requests_and_gauges_read_the_actors(tmp_path: 
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    ok = {"provider": "anthropic", "model": "claude-sonnet-4-6", "status": "200",
-          "dialect": "openai"}
+    me = {"provider": "anthropic", "account": "default"}
+    ok = {**me, "model": "claude-sonnet-4-6", "status": "200", "dialect": "openai"}
     assert moved("olp_requests_total", **ok) == 4
-    assert moved("olp_requests_total", provider="-", model="-", status="429",
+    assert moved("olp_requests_total", provider="-", account="-", model="-", status="429",
                  dialect="openai") == 1
     assert moved("olp_cache_results_total", result="hit") == 1
     assert moved("olp_cache_results_total", result="miss") == 3
     assert moved("olp_key_limit_refusals_total", status="429") == 1
-    assert moved("olp_spawn_duration_seconds_count", provider="anthropic") == 3
-    assert moved("olp_time_to_first_token_seconds_count", provider="anthropic") == 1
-    assert moved("olp_tokens_total", provider="anthropic", kind="completion") > 0
-    assert value(after, "olp_in_flight", provider="anthropic") == 0
-    assert value(after, "olp_max_concurrent", provider="anthropic") == 3
-    assert value(after, "olp_cooldown_active", provider="anthropic") == 0
-    assert ("olp_circuit_open", (("provider", "anthropic"),)) in after
+    assert moved("olp_spawn_duration_seconds_count", **me) == 3
+    assert moved("olp_time_to_first_token_seconds_count", **me) == 1
+    assert moved("olp_tokens_total", **me, kind="completion") > 0
+    assert value(after, "olp_in_flight", **me) == 0
+    assert value(after, "olp_max_concurrent", **me) == 3
+    assert value(after, "olp_cooldown_active", **me) == 0
+    assert ("olp_circuit_open", (("account", "default"), ("provider", "anthropic"))) in after
     assert guest.status_code == 403 and nobody.status_code == 401
 
 
@@ -109,10 +110,11 @@ async def test_failed_and_fallback_hops_are_counted_by_category(tmp_path: Path) 
             resp = await in_thread(lambda: chat(proxy, proxy.token, "fall back"))
             after = await in_thread(lambda: scrape(proxy))
     assert resp.status_code == 200 and resp.headers["x-olp-fallback-hops"] == "1"
-    failed = value(after, "olp_failed_hops_total", provider="broken", category="unavailable") \
-        - value(before, "olp_failed_hops_total", provider="broken", category="unavailable")
+    down = {"provider": "broken", "account": "default", "category": "unavailable"}
+    failed = value(after, "olp_failed_hops_total", **down) \
+        - value(before, "olp_failed_hops_total", **down)
     assert failed == 1
-    assert value(after, "olp_fallbacks_total", provider="anthropic") == 1
+    assert value(after, "olp_fallbacks_total", provider="anthropic", account="default") == 1
 
 
 @pytest.mark.parametrize(("mode", "status"), [("loopback", 200), ("off", 404)])

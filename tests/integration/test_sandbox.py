@@ -303,3 +303,51 @@ async def test_every_confined_spawn_sees_the_same_job_paths() -> None:
                 await runner.run(request, "m", emit)
     assert seen == ["/olp/job/work /olp/job/home readable"] * 2
     assert len(set(bases)) == 2 and all(not b.is_relative_to("/olp") for b in bases)
+
+
+async def test_an_accounts_spawn_sees_only_its_own_login(tmp_path: Path) -> None:
+    """Issue #30: a spawn of one account reads its own credential file (linked into its
+    private home) and nothing of the owner's login or another account's."""
+    import json
+
+    from sample_requests import user_says
+
+    from olp.config import load_settings
+    from olp.runtime import provider_actors
+
+    olp_home, owner = tmp_path / "olp", tmp_path / "owner"
+    logins = {"alice": olp_home / "accounts" / "anthropic" / "alice",
+              "bob": olp_home / "accounts" / "anthropic" / "bob",
+              "owner": owner / ".claude"}
+    for name, home in logins.items():
+        home.mkdir(parents=True)
+        (home / ".credentials.json").write_text(json.dumps({"token": f"{name}-secret"}))
+    olp_home.joinpath("config.json").write_text(json.dumps({"providers": {
+        "enabled": {"openai": False, "gemini": False, "qwen": False, "mistral": False},
+        "anthropic": {"binary": "/bin/true", "accounts": {"alice": {}, "bob": {}}}}}))
+    settings = load_settings({"OLP_HOME": str(olp_home)})
+    runtime = provider_actors.build(settings, {"HOME": str(owner), "PATH": "/usr/bin:/bin"})
+    runner = runtime.actors["anthropic@alice"].runner
+    assert isinstance(runner, CliRunner) and runner.config.sandbox is not None
+    script = ("cat $HOME/.claude/.credentials.json; echo; "
+              + "; ".join(f"cat {home}/.credentials.json" for home in logins.values())
+              + f"; ls -R {olp_home}/accounts")
+    base = Path(tempfile.mkdtemp(prefix="olp-job-test-"))
+    try:
+        spec, _, _ = runner._prepare(user_says("hi"), "sonnet", base,
+                                     argv=["/bin/sh", "-c", script])
+        out: list[bytes] = []
+        with trio.fail_after(20):
+            async with ProcessSpawner(kill_grace=1).open(spec) as proc:
+                while (line := await proc.receive_line()) is not None:
+                    out.append(line)
+                await proc.wait()
+                err = proc.stderr_tail().decode()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    text = b"\n".join(out).decode()
+    assert "alice-secret" in text  # its own login, through the link in its private home
+    assert "bob-secret" not in text and "owner-secret" not in text
+    assert err.count("No such file") == 2  # bob's and the owner's do not exist there
+    # Of the accounts' directory, only the path to its own linked file exists.
+    assert "bob" not in text.split("alice-secret", 1)[1] and "alice" in text

@@ -38,7 +38,8 @@ from ._acp_parser import VibeAcpParser
 from ._invocation import spawn_home
 
 if TYPE_CHECKING:
-    from olp.actors._cli_runner import CliRunner, Template, WarmProcess
+    from olp.actors._cli_runner import CliRunner
+    from olp.actors._warm_units import Template, WarmProcess
 
 log = logging.getLogger("olp.providers.vibe")
 
@@ -64,7 +65,7 @@ class _Server:
 
 
 class AcpUnits:
-    """The vibe provider's :class:`~olp.actors._cli_runner.WarmUnits`."""
+    """The vibe provider's :class:`~olp.actors._warm_units.WarmUnits`."""
 
     def __init__(self) -> None:
         self._nursery: trio.Nursery | None = None
@@ -86,7 +87,7 @@ class AcpUnits:
     async def boot(self, runner: CliRunner, template: Template) -> AsyncIterator[WarmProcess]:
         """A session made ahead of time for ``template``'s spawn, on a server started for it
         if none is usable. Raises when the server cannot start or refuses the session."""
-        from olp.actors._cli_runner import WarmProcess
+        from olp.actors._warm_units import WarmProcess
 
         request, model = template
         key = runner.spawn_identity(request, model)

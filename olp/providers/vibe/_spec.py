@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from olp.actors._cli_runner import WarmUnits
 from olp.actors._deadline import Timeouts
+from olp.actors._warm_units import WarmUnits
 from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials

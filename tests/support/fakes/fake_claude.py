@@ -16,6 +16,7 @@ Stdlib only, so it runs under any python3. See tests/support/README.md for the c
            FAKE_CLAUDE_DELAY_S    pause before each line after the first (default 0.01);
                                   also the chunk interval of ``slow``
            FAKE_CLAUDE_ECHO=1     the answer text is a JSON digest of what the fake received
+                                  (``login``: the token it would use, see _login_seen)
            FAKE_CLAUDE_PIDFILE    append "<pid> <grandchild_pid>" before printing anything
            FAKE_CLAUDE_HOLD_FILE  after the first text delta, wait for this file (up to
                                   FAKE_CLAUDE_HOLD_TIMEOUT_S, default 30 s, else exit 3)
@@ -440,8 +441,25 @@ class Fake:
             "cwd": self.cwd,
             "home": self.home,
             "env_keys": sorted(os.environ),
+            "login": _login_seen(),
         }
         return json.dumps(digest, ensure_ascii=False, sort_keys=True)
+
+
+def _login_seen() -> str | None:
+    """The login this run would use, as claude looks for it: ``CLAUDE_CODE_OAUTH_TOKEN``,
+    else the access token of ``$CLAUDE_CONFIG_DIR`` or ``~/.claude``'s ``.credentials.json``
+    (test tokens only: which account's login reached the spawn)."""
+    token = os.environ.get("CLAUDE_CODE_OAUTH_TOKEN")
+    if token:
+        return token
+    base = os.environ.get("CLAUDE_CONFIG_DIR") or os.path.join(os.environ.get("HOME", ""),
+                                                               ".claude")
+    try:
+        with open(os.path.join(base, ".credentials.json"), encoding="utf-8") as f:
+            return json.load(f)["claudeAiOauth"]["accessToken"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 GARBAGE: list[bytes] = [

@@ -4,6 +4,7 @@ soonest reset; ``olp quota`` shows what a stopped proxy saved."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -91,3 +92,53 @@ def _row(at: float, tokens: int) -> AuditRow:
                     provider="anthropic", model="m", entry="sub", hops=1, status=200,
                     cache="miss", stream=False, latency_ms=1, prompt_tokens=tokens,
                     completion_tokens=0, outcome="ok")
+
+
+def test_olp_quota_usage_and_audit_show_the_account(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("OLP_HOME", str(home))
+    monkeypatch.setenv("OLP_PORT", "9")  # nothing listens: the offline view
+    monkeypatch.setenv("OLP_OWNER_TOKEN", "olp_test_owner_token_0123456789abcdef")
+    (home / "config.json").write_text(json.dumps({"providers": {
+        "enabled": {"openai": False, "mistral": False},
+        "anthropic": {"accounts": {"bob": {"serves": "*"}}}}}))
+    now, later = time.time(), time.time() + 3600
+    health = {"cooldowns": [{"provider": "anthropic@bob", "model": None,
+                             "category": "usage_window", "reason": "claude: usage limit",
+                             "until": later}], "circuits": []}
+    with Database(home / "olp.db") as db:
+        trio.run(StateStore(db).save_async, HEALTH_STATE, health)
+        recorder = Recorder(db)
+        for n, account in enumerate(("default", "bob", "bob")):
+            recorder.record(dataclasses.replace(_row(now, 5), request_id=f"req_{n}",
+                                                account=account),
+                            [UsageDelta("anthropic", "m", account=account, requests=1)])
+        trio.run(recorder.flush)
+    assert main(["quota", "--json"]) == 0
+    view = json.loads(capsys.readouterr().out)
+    bob = view["providers"]["anthropic@bob"]
+    assert (bob["provider"], bob["account"], bob["state"]) == ("anthropic", "bob", "cooling")
+    assert bob["ledger"]["day"]["requests"] == 2
+    assert view["providers"]["anthropic"]["account"] == "default"
+    assert main(["quota"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()[1:]
+    assert header.split()[:3] == ["PROVIDER", "ACCOUNT", "STATE"]
+    assert any(r.split()[:3] == ["anthropic", "bob", "cooling"] for r in rows)
+    assert main(["usage"]) == 0
+    header, *rows, total = capsys.readouterr().out.splitlines()
+    assert header.split()[:5] == ["DAY", "KEY", "PROVIDER", "ACCOUNT", "MODEL"]
+    assert [r.split()[2:6] for r in rows] == [["anthropic", "bob", "m", "2"],
+                                              ["anthropic", "default", "m", "1"]]
+    assert total.split()[:2] == ["total", "3"]
+    assert main(["usage", "--json"]) == 0
+    assert {r["account"] for r in json.loads(capsys.readouterr().out)} == {"bob", "default"}
+    assert main(["audit"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    account = header.split().index("ACCOUNT")
+    assert [r.split()[account] for r in rows] == ["default", "bob", "bob"]
+    assert main(["audit", "--json"]) == 0
+    assert [json.loads(x)["account"] for x in capsys.readouterr().out.splitlines()] == [
+        "default", "bob", "bob"]

@@ -56,9 +56,9 @@ def test_list_never_shows_secrets(home: Path, capsys: pytest.CaptureFixture[str]
     assert main(["keys", "list"]) == 0
     out = capsys.readouterr().out
     header, row = out.splitlines()
-    assert header.split() == ["ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "LIMITS", "TODAY",
-                              "CREATED", "REVOKED"]
-    assert row.split()[:7] == ["1", "alice", "guest", f"{token[:12]}...", "all", "none",
+    assert header.split() == ["ID", "NAME", "TIER", "PREFIX", "PROVIDERS", "ACCOUNTS", "LIMITS",
+                              "TODAY", "CREATED", "REVOKED"]
+    assert row.split()[:8] == ["1", "alice", "guest", f"{token[:12]}...", "all", "-", "none",
                                "0req/0tok"]
     assert row.split()[-1] == "-"
     assert token not in out and token[12:20] not in out
@@ -234,9 +234,9 @@ def test_usage_and_audit_read_the_database(home: Path,
     assert main(["usage", "--key", "kid"]) == 0
     out = capsys.readouterr().out
     header, *_, total = out.splitlines()
-    assert header.split()[:4] == ["DAY", "KEY", "PROVIDER", "MODEL"]
+    assert header.split()[:5] == ["DAY", "KEY", "PROVIDER", "ACCOUNT", "MODEL"]
     assert total.split()[:3] == ["total", "1", "1"]
-    figures = dict(zip(header.split()[4:], total.split()[1:], strict=True))
+    figures = dict(zip(header.split()[5:], total.split()[1:], strict=True))
     assert (figures["PROMPT_TOK"], figures["CACHED_TOK"], figures["COMPL_TOK"]) == (
         "3", "2", "4")
     assert main(["audit", "--json", "--since", "2020-01-01"]) == 0

@@ -17,9 +17,10 @@ def record(i: int, message: str = "boom") -> HopRecord:
 
 def test_tuple_schema() -> None:
     [item] = json.loads(detail_header([record(0)]))
-    assert item == {"hop": 0, "provider": "anthropic", "model": "claude-sonnet-4-6",
-                    "code": "RATE_LIMITED", "category": "rate_limited",
-                    "error_message": "boom", "trigger_type": "hard"}
+    assert item == {"hop": 0, "provider": "anthropic", "account": "default",
+                    "model": "claude-sonnet-4-6", "code": "RATE_LIMITED",
+                    "category": "rate_limited", "error_message": "boom",
+                    "trigger_type": "hard"}
 
 
 def test_messages_are_cut_at_200_chars_with_an_ellipsis() -> None:

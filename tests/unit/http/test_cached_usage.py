@@ -156,9 +156,13 @@ async def test_the_ledger_metrics_and_dashboard_count_cached_input(
     [row] = usage_report(world.db, time.time(), days=1)
     assert (row["requests"], row["prompt_tokens"], row["cached_tokens"],
             row["completion_tokens"]) == (2, 2400, 2048, 10)
+    assert (row["provider"], row["account"]) == ("anthropic", "default")
     resp = await world.app.test_client().get("/metrics", headers=AUTH, scope_base=LOOPBACK)
     text = (await resp.get_data()).decode()
-    assert 'olp_cached_input_tokens_total{provider="anthropic"} 2048.0' in text.splitlines()
-    assert 'olp_tokens_total{kind="prompt",provider="anthropic"} 2400.0' in text.splitlines()
+    lines = text.splitlines()
+    assert 'olp_cached_input_tokens_total{account="default",provider="anthropic"} 2048.0' \
+        in lines
+    assert 'olp_tokens_total{account="default",kind="prompt",provider="anthropic"} 2400.0' \
+        in lines
     today = _dashboard_figures(world.db, time.time())["usage_today"]["1"]
     assert today == {"requests": 2, "tokens": 2410, "prompt_tokens": 2400, "cached_tokens": 2048}

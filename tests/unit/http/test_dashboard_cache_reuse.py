@@ -38,12 +38,15 @@ class _ListedKeys(_Keys):
         return [_Key(1, "owner", "owner"), _Key(2, "kid", "guest"), _Key(3, "idle", "guest")]
 
 
-def ledger(db: Database, day: str, key: str, provider: str, **counters: int) -> None:
-    """One usage row, as the recorder would have written it (unnamed counters 0)."""
+def ledger(db: Database, day: str, key: str, provider: str, account: str = "default",
+           **counters: int) -> None:
+    """One usage row, as the recorder would have written it (unnamed counters 0; account
+    ``-`` for provider ``-``)."""
+    account = "-" if provider == "-" else account
     db.write(lambda c: c.execute(
-        f"INSERT INTO usage (day, key, key_name, provider, model, {', '.join(counters)}) "
-        f"VALUES (?, ?, ?, ?, ?{', ?' * len(counters)})",
-        [day, key, {"1": "owner", "2": "kid"}[key], provider, f"{provider}-model",
+        "INSERT INTO usage (day, key, key_name, provider, account, model, "
+        f"{', '.join(counters)}) VALUES (?, ?, ?, ?, ?, ?{', ?' * len(counters)})",
+        [day, key, {"1": "owner", "2": "kid"}[key], provider, account, f"{provider}-model",
          *counters.values()]))
 
 
@@ -102,6 +105,18 @@ async def test_per_provider_reuse_is_every_keys_today_and_lists_idle_providers(
     assert cache["gemini"] == {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0}
     assert cache["mistral"] == {"requests": 1, "prompt_tokens": 10, "cached_tokens": 5}
     assert "-" not in cache
+
+
+async def test_a_providers_reuse_sums_its_accounts(tmp_path: Path) -> None:
+    today = day_of(time.time())
+    with Database(tmp_path / "olp.db") as db:
+        ledger(db, today, "2", "anthropic", requests=1, prompt_tokens=1000, cached_tokens=600)
+        ledger(db, today, "2", "anthropic", "bob", requests=2, prompt_tokens=500,
+               cached_tokens=100)
+        state = await state_of(db)
+    assert state["prompt_cache"]["anthropic"] == {"requests": 3, "prompt_tokens": 1500,
+                                                  "cached_tokens": 700}
+    assert {k["name"]: k["today"]["requests"] for k in state["keys"]}["kid"] == 3
 
 
 async def test_without_a_database_the_fields_are_there_and_zero() -> None:

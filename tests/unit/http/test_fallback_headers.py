@@ -79,7 +79,8 @@ async def test_fallback_detail_for_owners_only_by_default(
     assert resp.headers["X-OLP-Ignored-Params"] == "temperature"
     detail = resp.headers["X-OLP-Fallback-Detail"]
     assert detail.isascii() and "\\u00e9" in detail
-    assert json.loads(detail) == [{"hop": 0, "provider": "a", "model": "a-m",
+    assert json.loads(detail) == [{"hop": 0, "provider": "a", "account": "default",
+                                   "model": "a-m",
                                    "code": "RATE_LIMITED", "category": "rate_limited",
                                    "error_message": "RATE_LIMITED: caf\u00e9 closed",
                                    "trigger_type": "hard"}]

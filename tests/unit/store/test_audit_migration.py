@@ -37,7 +37,7 @@ def test_a_schema_7_database_gains_the_columns_and_keeps_its_rows(tmp_path: Path
         assert db.schema_version == len(MIGRATIONS) >= 8
         columns = [r[1] for r in db.read(lambda c: c.execute("PRAGMA table_info(audit)")
                                          .fetchall())]
-        assert columns[-2:] == ["action", "suppressed"]
+        assert columns[-3:] == ["action", "suppressed", "account"]  # 8 and 12
         old = db.read(lambda c: c.execute(
             "SELECT at, request_id, key, key_name, endpoint, requested_model, provider, "
             "model, entry, hops, status, cache, stream, latency_ms, prompt_tokens, "
