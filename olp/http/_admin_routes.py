@@ -10,7 +10,7 @@ import dataclasses
 import datetime as dt
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
 from typing import Any, Final
 
@@ -114,7 +114,7 @@ def health_body(services: Services, *, owner: bool) -> dict[str, Any]:
             body["config"] = services.config_state()
         resilience = services.engine.health.snapshot()
         body["providers"] = {
-            name: {**services.provider_info.get(name, {}), **_actor_stats(actor),
+            name: {**_slot_info(services.provider_info, name), **_actor_stats(actor),
                    "cooling": [c for c in resilience["cooldowns"] if c["provider"] == name],
                    "circuit_open": any(c["provider"] == name
                                        for c in resilience["circuits"])}
@@ -124,6 +124,26 @@ def health_body(services: Services, *, owner: bool) -> dict[str, Any]:
         body["resilience"] = resilience
         body["chains"] = services.engine.router.chain_status()
     return body
+
+
+def _slot_info(info: Mapping[str, Mapping[str, Any]], slot: str) -> dict[str, Any]:
+    """What ``/health`` says of one actor: its provider's facts and, for a provider with
+    several logins (issue #30), its account's: ``account``, and the login's ``credentials``,
+    ``metered`` and ``metered_by`` (each account is a row of its own)."""
+    provider, account = split_slot(slot)
+    facts = dict(info.get(provider, {}))
+    accounts = facts.get("accounts") or {}
+    login = accounts.get(account)
+    if login is None or (slot == provider and len(accounts) <= 1 and not login.get("home")):
+        return facts
+    facts.update(provider=provider, account=account, credentials=login["credentials"],
+                 metered=login["metered"], metered_by=login["metered_by"],
+                 home=login["home"], serves=login["serves"],
+                 problems=[*(facts.get("problems") or []),
+                           *([login["problem"]] if login.get("problem") else [])])
+    if slot != provider:
+        facts.pop("accounts", None)
+    return facts
 
 
 def _quota_inputs(services: Services) -> dict[str, Any]:

@@ -148,3 +148,9 @@ async def test_warm_processes_are_kept_per_login(tmp_path: Path) -> None:
             health = proxy.get("/health").json()["providers"]
             assert health["anthropic@alice"]["warm"]["hits"] >= 1
             assert health["anthropic@bob"]["warm"]["hits"] >= 1
+            # Each login is a row of its own: its account, its login found, whom it serves.
+            alice_row = health["anthropic@alice"]
+            assert (alice_row["provider"], alice_row["account"], alice_row["credentials"],
+                    alice_row["serves"]) == ("anthropic", "alice", True, "bound keys")
+            assert health["anthropic"]["account"] == "default"
+            assert set(health["anthropic"]["accounts"]) == {"default", "alice", "bob"}
