@@ -25,10 +25,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from olp.config import Config, Registry, Settings, load_config, load_registry
+from olp.config import (
+    AccountConfig,
+    Config,
+    ProviderConfig,
+    ProvidersConfig,
+    Registry,
+    Settings,
+    load_config,
+    load_registry,
+)
 from olp.providers import kit
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router
+from olp.store import DEFAULT_ACCOUNT, valid_account_name
 
 from ._tables import printable
 
@@ -53,13 +63,18 @@ class Found:
     fixes: list[str] = field(default_factory=list)
     use: bool = False
     why_not: str = ""
+    logins: list[str] = field(default_factory=list)  # its accounts with a login found (#30)
 
 
 def detect(settings: Settings, environ: Mapping[str, str], out: TextIO,
            *, versions: bool = True) -> list[Found]:
     """Every built-in CLI provider, checked (prints a line per provider while it works)."""
+    homes = account_homes(settings.home)
     bare = Settings(home=settings.home, config_path=settings.config_path, port=settings.port,
-                    bind=settings.bind, log_level=settings.log_level, config=Config())
+                    bind=settings.bind, log_level=settings.log_level,
+                    config=Config(providers=ProvidersConfig(blocks={
+                        name: ProviderConfig(accounts={a: AccountConfig() for a in accounts})
+                        for name, accounts in homes.items()})))
     logging.disable(logging.WARNING)
     try:
         runtime = provider_actors.build(bare, environ)
@@ -80,8 +95,24 @@ def detect(settings: Settings, environ: Mapping[str, str], out: TextIO,
                 report.fixes.append("see `olp doctor`")
         found.append(Found(spec.name, report.binary, version, report.credentials,
                            report.metered, spec.risk_tier, list(report.problems),
-                           list(report.fixes)))
+                           list(report.fixes),
+                           logins=[n for n, a in report.accounts.items() if a.credentials]))
     return found
+
+
+def account_homes(home: Path) -> dict[str, list[str]]:
+    """The account homes ``olp login`` made under ``$OLP_HOME/accounts``, by provider:
+    ``{"anthropic": ["alice", "bob"]}`` (a directory that cannot name an account is not
+    one). Lists a few directories."""
+    out: dict[str, list[str]] = {}
+    for spec in kit.builtin_specs():
+        base = home / "accounts" / spec.name
+        if spec.kind == "cli" and base.is_dir():
+            names = sorted(p.name for p in base.iterdir()
+                           if p.is_dir() and valid_account_name(p.name) and p.name != "default")
+            if names:
+                out[spec.name] = names
+    return out
 
 
 def decide(found: list[Found], *, ask: Ask | None, allow_metered: bool) -> None:
@@ -113,6 +144,9 @@ def build_config(found: list[Found], registry: Registry) -> dict[str, Any]:
         block: dict[str, Any] = {}
         if f.tier == "B":
             block["consent"] = True
+        accounts = [n for n in f.logins if n != DEFAULT_ACCOUNT]
+        if accounts:  # each serves only the keys bound to it (olp keys … --accounts)
+            block["accounts"] = {n: {} for n in accounts}
         if block:
             config["providers"][f.name] = block
     chains: dict[str, list[dict[str, Any]]] = {}
@@ -167,6 +201,10 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
         credit = "metered" if f.metered else "subscription"
         if f.use:
             print(printable(f"  {f.name:<10} used: {what}, {credit}, risk {f.tier}"), file=out)
+            if f.logins != [DEFAULT_ACCOUNT]:
+                print(printable(f"  {'':<10} logins: " + ", ".join(
+                    "default (yours, for every key)" if n == DEFAULT_ACCOUNT else
+                    f"{n} (for the keys bound to it)" for n in f.logins)), file=out)
         else:  # a CLI's version line and problems are its words: shown escaped
             print(printable(f"  {f.name:<10} not used: {f.why_not}"), file=out)
             for fix in f.fixes:
@@ -188,6 +226,9 @@ def run(settings: Settings, *, yes: bool, force: bool, allow_metered: bool, out:
         return 1
     print("Next: `olp start` (or `olp service install`), then `olp keys create NAME` for "
           "each person or tool.", file=out)
+    print("Another person's subscription: `olp login PROVIDER --account NAME` (their own "
+          "login), then `olp setup --force` and `olp keys create NAME --accounts "
+          "PROVIDER:NAME` for their key.", file=out)
     return 0
 
 

@@ -157,3 +157,19 @@ def test_a_chain_olp_start_could_not_use_is_not_written(
     assert "No chain can be used yet (see why above)" in out
     config = json.loads((machine / "olp" / "config.json").read_text())
     assert "routing" not in config
+
+
+def test_it_lists_the_logins_olp_login_made_and_writes_their_accounts(machine: Path) -> None:
+    alice = machine / "olp" / "accounts" / "anthropic" / "alice"
+    alice.mkdir(parents=True)
+    (alice / ".credentials.json").write_text('{"claudeAiOauth": {}}')
+    (machine / "olp" / "accounts" / "anthropic" / "empty").mkdir()  # no login in it
+    (machine / "olp" / "accounts" / "anthropic" / "Not A Name").mkdir()
+    code, out = run()
+    assert code == 0, out
+    config = json.loads((machine / "olp" / "config.json").read_text())
+    assert config["providers"]["anthropic"]["accounts"] == {"alice": {}}
+    assert "logins: default (yours, for every key), alice (for the keys bound to it)" in out
+    assert "olp login PROVIDER --account NAME" in out
+    settings = load_settings(os.environ)
+    assert [a.name for a in settings.provider("anthropic").accounts] == ["default", "alice"]
