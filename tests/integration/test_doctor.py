@@ -112,3 +112,25 @@ def test_lists_a_chain_without_a_usable_entry_and_says_what_is_metered(tmp_path:
     assert "openai:gpt-5.5: disabled" in done.stdout
     assert "chain pay" not in done.stdout
     assert done.returncode == 1  # a chain that answers 503 is a problem to fix
+
+
+def test_names_each_login_and_what_is_missing(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    alice = home / "accounts" / "anthropic" / "alice"
+    alice.mkdir(parents=True)
+    (alice / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "t"}}')
+    config = {"providers": {"enabled": {"openai": False, "mistral": False},
+                            "anthropic": {"binary": str(FAKE_CLAUDE), "sandbox": False,
+                                          "accounts": {
+                                              "alice": {},
+                                              "bob": {"serves": "*"},
+                                              "work": {"env": {"ANTHROPIC_API_KEY": "sk"}}}}}}
+    done = doctor(home, config, path=os.environ["PATH"])
+    out = done.stdout
+    assert "credentials: found" in out
+    assert "account:     default: MISSING login (the owner's own login; serves every key): " \
+        "run `olp login anthropic --account default`" in out
+    assert f"account:     alice: login found, subscription ({alice}; serves bound keys only)" \
+        in out
+    assert "account:     bob: MISSING login" in out and "serves every key" in out
+    assert "account:     work: login found, metered (ANTHROPIC_API_KEY in providers." in out
