@@ -111,6 +111,16 @@ function warmCell(w) {
     `<div class="mute">${w.hits} hits · ${w.misses} misses · ${mb} MB</div>`;
 }
 
+// a provider's login (issue #30): the provider, then the account on a line of its own
+// when the provider has several (`multi`: the providers with an account besides default)
+function slotName(name, multi) {
+  const at = name.indexOf("@");
+  if (at < 0) return `<b>${esc(name)}</b>` + (multi.has(name) ? '<div class="mute">account default</div>' : "");
+  return `<b>${esc(name.slice(0, at))}</b><div class="mute">account ${esc(name.slice(at + 1))}</div>`;
+}
+function multiLogin(names) {
+  return new Set(names.filter((n) => n.includes("@")).map((n) => n.slice(0, n.indexOf("@"))));
+}
 function render() {
   if (!state) return;
   $("#version").textContent = "v" + state.version + " · up " + left(Date.now() / 1000 + state.uptime_s);
@@ -125,7 +135,7 @@ function render() {
     else if (lk && lk.state === "off") st += '<div class="warn lockdown">lockdown not checked</div>';
     else if (lk && lk.state === "verified") st += `<div class="mute lockdown">lockdown ${esc(lk.line)}</div>`;
     const problems = (p.problems || []).map(esc).join("; ");
-    return row([`<b>${esc(name)}</b><div class="mute">${esc((p.binary || "").split("/").pop())} ${esc(p.version || "")}</div>`,
+    return row([`${slotName(name, multiLogin(Object.keys(state.providers)))}<div class="mute">${esc((p.binary || "").split("/").pop())} ${esc(p.version || "")}</div>`,
       st + (problems ? `<div class="mute">${problems}</div>` : ""),
       p.running ? `${p.in_flight}/${p.max_concurrent}` : "–",
       warmCell(p.warm),
@@ -138,7 +148,7 @@ function render() {
       (r.utilization != null ? ` ${Math.round(r.utilization * 100)}%` : "")).join("<br>") ||
       `<span class="mute">OLP: ${p.ledger.five_hour.requests} in 5 h, ${p.ledger.day.requests} today</span>`;
     const cls = p.state === "ok" ? "ok" : p.state === "unavailable" ? "bad" : "warn";
-    return row([esc(name), `<span class="${cls}">${esc(p.state)}</span>`, win, left(p.next_reset)]);
+    return row([slotName(name, multiLogin(Object.keys(q.providers))), `<span class="${cls}">${esc(p.state)}</span>`, win, left(p.next_reset)]);
   }).join("");
   $("#soonest").textContent = q.soonest_reset ? "Soonest reset in " + left(q.soonest_reset) : "";
   $("#chains tbody").innerHTML = Object.entries(state.chains).map(([name, c]) => row([

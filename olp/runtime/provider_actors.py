@@ -228,7 +228,11 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
     runners: dict[str, JobRunner] = {}
     for account in provider.accounts:
         proxy_env = spec.account_env(environ, account.home)
-        env = {**provider.env, **account.env}
+        # Another person's login never inherits the owner's credential from the provider's
+        # env: only its settings (a base URL, retry knobs), then the account's own env.
+        inherited = provider.env if account.home is None else \
+            {k: v for k, v in provider.env.items() if k not in spec.login_vars}
+        env = {**inherited, **account.env}
         runner = CliRunner(spec.adapter(), spawner, CliConfig(
             binary=binary, env=env, extra_args=provider.extra_args,
             home_files=provider.home_files, timeouts=provider.timeouts,

@@ -187,7 +187,7 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         key               TEXT NOT NULL,
         key_name          TEXT NOT NULL,
         provider          TEXT NOT NULL,
-        account           TEXT NOT NULL,
+        account           TEXT NOT NULL DEFAULT 'default',
         model             TEXT NOT NULL,
         requests          INTEGER NOT NULL DEFAULT 0,
         served            INTEGER NOT NULL DEFAULT 0,

@@ -132,8 +132,13 @@ def seed_cached_usage(db: Path, key: str) -> None:
 async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     chromium = _need_chromium()
     home = tmp_path / "home"
+    cfg = config()  # and a second login of claude's: a row of its own (issue #30)
+    cfg["providers"]["anthropic"]["accounts"] = {"alice": {}}
+    alice = home / "accounts" / "anthropic" / "alice"
+    alice.mkdir(parents=True)
+    (alice / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "a"}}')
     with trio.fail_after(120):
-        async with run_proxy(home, config()) as proxy:
+        async with run_proxy(home, cfg) as proxy:
             made = [await in_thread(lambda n=name: subprocess.run(
                 [sys.executable, "-m", "olp", "keys", "create", n, "--json"],
                 env={"PATH": "/usr/bin:/bin", "OLP_HOME": str(home)}, capture_output=True,
@@ -164,6 +169,10 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert "/1 warm" in seen["providers"] and "misses" in seen["providers"]  # its warm pool
     assert "lockdown verified (claude" in seen["providers"]  # its self-check passed
     assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
+    alice_row = seen["providers"].split("account alice", 1)[1].split("gemini", 1)[0]
+    assert "subscription" in alice_row and "ready" in alice_row  # the second login, found
+    assert "account default" in seen["providers"]
+    assert "account alice" in seen["quota"]
     assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]
     assert "kid" in seen["usage"] and "owner-env" in seen["usage"]
     keys = {line.split("\t")[0]: line.split("\t")[1:] for line in seen["usage"].splitlines()}

@@ -43,7 +43,10 @@ def _environ(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def test_each_account_is_an_actor_that_finds_only_its_own_login(tmp_path: Path) -> None:
-    settings = _settings(tmp_path, {"accounts": {"alice": {}, "bob": {"serves": "*"}}})
+    settings = _settings(tmp_path, {
+        "env": {"CLAUDE_CODE_OAUTH_TOKEN": "owner-config-token", "ANTHROPIC_BASE_URL": "u"},
+        "accounts": {"alice": {}, "bob": {"serves": "*",
+                                          "env": {"CLAUDE_CODE_OAUTH_TOKEN": "bob-token"}}}})
     _login(settings.account_home(CLAUDE, "alice"), "alice-token")
     environ = _environ(tmp_path, CLAUDE_CODE_OAUTH_TOKEN="owner-env-token",
                        CLAUDE_CONFIG_DIR=str(tmp_path / "owner" / ".claude"))
@@ -51,8 +54,7 @@ def test_each_account_is_an_actor_that_finds_only_its_own_login(tmp_path: Path) 
     assert list(runtime.actors) == ["anthropic", "anthropic@alice", "anthropic@bob"]
     report = runtime.reports[CLAUDE]
     assert {n: (a.credentials, a.serves_all) for n, a in report.accounts.items()} == {
-        "default": (True, True), "alice": (True, False), "bob": (False, True)}
-    assert "no Claude credentials" in report.accounts["bob"].problem
+        "default": (True, True), "alice": (True, False), "bob": (True, True)}
     alice = runtime.actors["anthropic@alice"].runner
     assert isinstance(alice, CliRunner)
     home = tmp_path / "spawn-home"
@@ -60,12 +62,16 @@ def test_each_account_is_an_actor_that_finds_only_its_own_login(tmp_path: Path) 
     # The owner's token and config dir never reach another account's spawn, and the
     # account's own home is not handed to the CLI: its spawn keeps a private home.
     assert "CLAUDE_CODE_OAUTH_TOKEN" not in env and "CLAUDE_CONFIG_DIR" not in env
+    assert env["ANTHROPIC_BASE_URL"] == "u"  # the provider's settings are inherited
+    bob = runtime.actors["anthropic@bob"].runner
+    assert isinstance(bob, CliRunner)
+    assert bob.environment(home)["CLAUDE_CODE_OAUTH_TOKEN"] == "bob-token"  # its own
     links = alice.adapter.home_links(env, alice.config.real_home)
     assert links == {".claude/.credentials.json":
                      settings.account_home(CLAUDE, "alice") / ".credentials.json"}
     owner = runtime.actors["anthropic"].runner
     assert isinstance(owner, CliRunner)
-    assert owner.environment(home)["CLAUDE_CODE_OAUTH_TOKEN"] == "owner-env-token"
+    assert owner.environment(home)["CLAUDE_CODE_OAUTH_TOKEN"] == "owner-config-token"
 
 
 def test_a_hop_uses_only_the_logins_it_can(tmp_path: Path) -> None:
