@@ -17,16 +17,16 @@ from typing import Final
 from olp.config import ConfigError, Settings, load_settings
 from olp.store import StoreError
 
-from . import admin, connect, keys, migrate, service, views
+from . import admin, connect, keys, login, migrate, service, views
 from ._args import Commands
 from ._proxy_client import ProxyRefused
 from ._tables import printable
 
 #: Every command's parser, in the order ``olp --help`` lists them.
 COMMANDS: Final[tuple[Callable[[Commands], None], ...]] = (
-    admin.add_start, admin.add_setup, keys.add_keys, views.add_usage, views.add_audit,
-    views.add_quota, migrate.add_migrate, connect.add_connect, service.add_service,
-    admin.add_reload, admin.add_status, admin.add_chain, admin.add_doctor,
+    admin.add_start, admin.add_setup, login.add_login, keys.add_keys, views.add_usage,
+    views.add_audit, views.add_quota, migrate.add_migrate, connect.add_connect,
+    service.add_service, admin.add_reload, admin.add_status, admin.add_chain, admin.add_doctor,
     admin.add_cooldowns, admin.add_cache)
 
 

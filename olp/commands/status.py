@@ -37,6 +37,8 @@ def status(health: Mapping[str, Any], out: TextIO) -> None:
         line = (f"  {name:<10} {p.get('in_flight', 0)}/{p.get('max_concurrent', '?')} in flight"
                 f", {p.get('jobs_started', 0)} jobs"
                 + (f", {p['jobs_refused']} refused (busy)" if p.get("jobs_refused") else "")
+                + (f", account {p['account']}" if p.get("account") else "")
+                + ("" if p.get("credentials", True) else ", NO LOGIN")
                 + f", {'metered' if p.get('metered') else 'subscription'}"
                 + (f", risk {p['risk_tier']}" if p.get("risk_tier") else ""))
         print(line, file=out)

@@ -146,8 +146,11 @@ def build_router(settings: Settings, registry: Registry,
         refused = registry_refusal(provider, settings)
         if refused is not None:
             raise UnknownModel(model, refused)
+        # None found: every login, so the request fails on the missing login with its fix
+        # (a chain's entry is pruned instead, as before accounts).
         logins = provider.usable_logins(consent=_consented(provider.settings.name, settings),
-                                        forbid_metered=settings.forbid_metered_fallback)
+                                        forbid_metered=settings.forbid_metered_fallback) \
+            or list(provider.logins)
         return hop_for(None, provider.settings, entry.model, registry,
                        metered=any(a.metered for a in logins), logins=logins)
 

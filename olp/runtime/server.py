@@ -70,7 +70,8 @@ END_OF_DRAIN_MARGIN_S = 1.0
 MALLOC_ARENAS = 2
 #: The one line a start with nothing to serve prints (issue #30: a new user's first start).
 NO_PROVIDER = ("no provider can answer yet: run `olp setup` to find the CLIs you are logged "
-               "into (`olp doctor` says what each one is missing)")
+               "into, or `olp login PROVIDER` to log one in (`olp doctor` says what each one "
+               "is missing)")
 #: How often free heap memory is handed back to the system (``malloc_trim``), off the event
 #: loop in a worker thread.
 MALLOC_TRIM_EVERY_S = 60.0

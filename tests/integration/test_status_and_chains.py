@@ -71,3 +71,33 @@ async def test_status_and_chain_show(tmp_path: Path) -> None:
     assert saved["source"] == "saved state"
     assert saved["routes"]["smart"]["hops"][0]["resting"]  # the cooldown it saved
     assert down.returncode == 1 and "no proxy answered" in down.stderr
+
+
+async def test_status_and_chain_show_name_each_login(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    alice = home / "accounts" / "anthropic" / "alice"
+    alice.mkdir(parents=True)
+    (alice / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "a"}}')
+    config: dict[str, Any] = {
+        "providers": {"enabled": {"openai": False, "mistral": False},
+                      "anthropic": {"binary": str(FAKE_CLAUDE),
+                                    "env": {"CLAUDE_CODE_OAUTH_TOKEN": "oauth-fake"},
+                                    "accounts": {"alice": {}, "bob": {"serves": "*"}}}},
+        "routing": {"chains": {"smart": [
+            {"name": "sub", "provider": "anthropic", "model": "claude-sonnet-4-6"}]}}}
+    with Database(home / "olp.db") as db:  # alice's login rests; the others do not
+        await StateStore(db).save_async(HEALTH_STATE, {"circuits": [], "cooldowns": [{
+            "provider": "anthropic@alice", "model": None, "category": "usage_window",
+            "reason": "USAGE_WINDOW", "until": time.time() + 3600}]})
+    with trio.fail_after(60):
+        async with run_proxy(home, config) as proxy:
+            status = await in_thread(lambda: olp(home, proxy, "status"))
+            text = await in_thread(lambda: olp(home, proxy, "chain", "show", "smart"))
+    assert status.returncode == 0, status.stderr
+    lines = status.stdout.splitlines()
+    [alice_line] = [line for line in lines if "anthropic@alice" in line]
+    assert "account alice" in alice_line and "subscription" in alice_line
+    assert any("cooling (USAGE_WINDOW)" in line for line in lines)
+    [bob_line] = [line for line in lines if "anthropic@bob" in line]
+    assert "account bob, NO LOGIN" in bob_line
+    assert "accounts=default,alice(bound): alice: cooling (USAGE_WINDOW)" in text.stdout
