@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import trio
 from mock_anthropic import MockAnthropic
 from mock_anthropic import serve_mock as serve_anthropic
@@ -161,3 +162,62 @@ async def test_two_codex_homes_each_serve_only_their_own_key(tmp_path: Path,
                 requests = [r for r in mock.requests if r.get("credential_sha256")]
                 assert requests, "no upstream request"
                 assert {r["credential_sha256"] for r in requests} == {sha(tokens[account])}
+
+
+async def test_a_continued_conversation_stays_on_the_login_holding_its_session(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """Turn 1 goes to bob's login (alice's rests), so bob keeps claude's session; once
+    alice's rest is over, turn 2 still goes to bob and resumes that session, where the
+    vendor's prompt cache is warm, rather than starting afresh on alice's login."""
+    from olp.store import HEALTH_STATE, Database, StateStore
+
+    claude = real_cli("OLP_REAL_CLAUDE")
+    mock: MockAnthropic = await nursery.start(functools.partial(serve_anthropic,
+                                                                scenario="success"))
+    home = tmp_path / "olp"
+    claude_login(home / "accounts" / "anthropic" / "alice", "sk-ant-oat01-alice")
+    claude_login(home / "accounts" / "anthropic" / "bob", "sk-ant-oat01-bob")
+    config = {
+        "auth": {"fallback_detail_header_policy": "all"},
+        "cache": {"enabled": False},
+        "providers": {
+            "enabled": {"openai": False, "mistral": False},
+            "anthropic": {"binary": claude, "sessions": True,
+                          "env": {"ANTHROPIC_BASE_URL": mock.base_url,
+                                  "CLAUDE_CODE_MAX_RETRIES": "1"},
+                          "accounts": {"alice": {}, "bob": {}},
+                          "timeouts": {"first_output_s": 45, "idle_s": 20, "total_s": 55}}},
+        "routing": {"chains": {"c": [{"provider": "anthropic", "model": "claude-sonnet-4-6"}]}},
+        "server": {"kill_grace_s": 1}}
+    write_config(home, config)
+    key = new_key(home, "both", "anthropic:alice,anthropic:bob")
+    with Database(home / "olp.db") as db:
+        await StateStore(db).save_async(HEALTH_STATE, {"circuits": [], "cooldowns": [{
+            "provider": "anthropic@alice", "model": None, "category": "usage_window",
+            "reason": "USAGE_WINDOW", "until": time.time() + 3600}]})
+    owner_home = tmp_path / "owner"
+    owner_home.mkdir()
+    with trio.fail_after(150):
+        async with run_proxy(home, config, env={"HOME": str(owner_home)}) as proxy:
+            client = proxy.client(key)
+            messages: list[Any] = [{"role": "system", "content": "You are terse."},
+                                   {"role": "user", "content": "Turn 1. Say hello."}]
+
+            def turn() -> dict[str, str]:
+                raw = client.chat.completions.with_raw_response.create(model="c",
+                                                                       messages=messages)
+                messages.append({"role": "assistant",
+                                 "content": raw.parse().choices[0].message.content})
+                return dict(raw.headers)
+
+            first = await in_thread(turn)
+            reset = await in_thread(lambda: httpx.post(
+                f"{proxy.url}/v0/management/cooldowns/reset", timeout=10,
+                headers={"Authorization": f"Bearer {proxy.token}"}))
+            messages.append({"role": "user", "content": "Turn 2. Say hello again."})
+            mock.clear_requests()
+            second = await in_thread(turn)
+    assert (first["x-olp-account"], first["x-olp-session"]) == ("bob", "new")
+    assert reset.status_code == 200 and reset.json()["reset"]  # alice may serve again
+    assert (second["x-olp-account"], second["x-olp-session"]) == ("bob", "resumed")
+    assert {r["credential_sha256"] for r in mock.requests} == {sha("sk-ant-oat01-bob")}
