@@ -116,6 +116,9 @@ def account_line(provider: str, account: provider_actors.AccountReport) -> str:
     login was found (metered or subscription), where it lives, and the fix when missing."""
     serves = "every key" if account.serves_all else "bound keys only"
     where = account.home or "the owner's own login"
+    if account.expired:
+        return (f"{account.name}: login EXPIRED ({where}; serves {serves}): "
+                f"{account.problem}; run `olp login {provider} --account {account.name}`")
     if not account.credentials:
         return (f"{account.name}: MISSING login ({where}; serves {serves}): run `olp login "
                 f"{provider} --account {account.name}`")

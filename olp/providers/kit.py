@@ -50,7 +50,8 @@ TIER_MEANING: Final[Mapping[RiskTier, str]] = {
 #: text only), or everything passed through to the upstream.
 CapabilitySource = Literal["registry", "passthrough"]
 
-__all__ = ["TIER_MEANING", "BuildInvocation", "CapabilitySource", "Credentials", "MeteredFiles",
+__all__ = ["TIER_MEANING", "BuildInvocation", "CapabilitySource", "Credentials",
+           "ExpiringLogins", "MeteredFiles",
            "ProviderAdapter", "ProviderSpec", "RiskTier", "SpecKind", "builtin_names",
            "builtin_specs", "cache_bypass", "find", "http_kinds", "never_bypass",
            "resolve_binary", "spec_for"]
@@ -65,6 +66,18 @@ class MeteredFiles(Protocol):
         """Where the API key the CLI will use is (a file it reads), or ``None`` when its
         login file holds none. ``env`` and ``real_home`` are as for ``preflight``. Reads
         the file (briefly blocking)."""
+        ...
+
+
+@runtime_checkable
+class ExpiringLogins(Protocol):
+    """Credentials whose login file says when its token ends (claude, codex, gemini): an
+    expired one that cannot be refreshed is named in ``olp doctor`` and ``/health``."""
+
+    def login_expired(self, env: Mapping[str, str], real_home: Path, now: float) -> str | None:
+        """Why the login file the CLI will read can no longer log in (its token ended at
+        ``now`` or before, and it has no refresh token), or ``None``. Reads the file
+        (briefly blocking)."""
         ...
 
 

@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 import tempfile
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,11 +56,13 @@ class AccountReport:
     metered_by: str | None = None
     problem: str = ""  # what is missing, and its fix
     actor: str = ""  # the actor serving it (:func:`olp.store.slot_name`)
+    expired: bool = False  # its login file is there, but its token ended (``problem``: why)
 
     def as_dict(self) -> dict[str, Any]:
         return {"home": self.home, "serves": "*" if self.serves_all else "bound keys",
-                "credentials": self.credentials, "metered": self.metered,
-                "metered_by": self.metered_by, "problem": self.problem or None}
+                "credentials": self.credentials, "expired": self.expired,
+                "metered": self.metered, "metered_by": self.metered_by,
+                "problem": self.problem or None}
 
 
 @dataclass(slots=True)
@@ -243,12 +246,14 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
             warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
             units=spec.warm_units() if spec.warm_units is not None else None)
         missing = runner.preflight()
+        expired = _expired(spec, runner) if missing is None else None
         by = _account_metered(settings, provider, spec, env, proxy_env, account.home)
         slot = slot_name(name, account.name)
         report.accounts[account.name] = AccountReport(
             account.name, None if account.home is None else str(account.home),
-            account.serves_all, credentials=missing is None, metered=by is not None,
-            metered_by=by, problem="" if missing is None else missing.message, actor=slot)
+            account.serves_all, credentials=missing is None and expired is None,
+            metered=by is not None, metered_by=by, actor=slot, expired=expired is not None,
+            problem=missing.message if missing is not None else expired or "")
         runners[slot] = runner
     found = [a for a in report.accounts.values() if a.credentials]
     report.credentials = bool(found)
@@ -256,6 +261,17 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
         report.problems.append("no credentials found")
         report.fixes.append(next(iter(report.accounts.values())).problem)
     return runners
+
+
+def _expired(spec: kit.ProviderSpec, runner: CliRunner) -> str | None:
+    """Why the login a runner found can no longer log in (its token ended, with nothing to
+    refresh it), or ``None``. Reads its login file."""
+    credentials = spec.credentials
+    if not isinstance(credentials, kit.ExpiringLogins):
+        return None
+    config = runner.config
+    seen = {**runner.adapter.spawn_env(config.proxy_env), **config.env}
+    return credentials.login_expired(seen, config.real_home, time.time())
 
 
 def _account_metered(settings: Settings, provider: ProviderSettings, spec: kit.ProviderSpec,

@@ -10,6 +10,7 @@ checked cheaply, so on darwin the check passes and a missing login surfaces as c
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -72,3 +73,27 @@ def preflight(env: Mapping[str, str], home: Path, *, platform: str | None = None
     if credentials_file(env, home).is_file() or on_darwin:
         return None
     return failure(Code.AUTH_MISSING, MISSING_MESSAGE)
+
+
+def login_expired(env: Mapping[str, str], real_home: Path, now: float) -> str | None:
+    """Why the credentials file can no longer log in: its ``expiresAt`` (milliseconds) is
+    past and it holds no ``refreshToken`` (claude refreshes one that has it). ``None``
+    otherwise, and for a token in the environment (no date to read)."""
+    if any(env.get(k) for k in TOKEN_VARS):
+        return None
+    data = _read_json(credentials_file(env, real_home))
+    oauth = data.get("claudeAiOauth") if isinstance(data, dict) else None
+    if not isinstance(oauth, dict) or oauth.get("refreshToken"):
+        return None
+    expires = oauth.get("expiresAt")
+    if isinstance(expires, int | float) and not isinstance(expires, bool) \
+            and expires / 1000 <= now:
+        return "its token expired and it has no refresh token: log in again"
+    return None
+
+
+def _read_json(path: Path) -> object:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None

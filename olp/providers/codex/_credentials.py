@@ -11,6 +11,8 @@ subscription (:func:`metered_source`). The details and why:
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -126,3 +128,32 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
         message = ("the Codex auth file holds no login (no tokens.access_token or "
                    "OPENAI_API_KEY): run `codex login` again")
     return failure(Code.AUTH_MISSING, message)
+
+
+def login_expired(env: Mapping[str, str], real_home: Path, now: float) -> str | None:
+    """Why a ChatGPT login can no longer log in: its access token's ``exp`` is past and it
+    has no ``refresh_token`` (codex refreshes one that has it). ``None`` otherwise, and for
+    a key."""
+    if any(env.get(k, "").strip() for k in KEY_VARS):
+        return None
+    data = _read(auth_file(env, real_home))
+    tokens = data.get("tokens") if data is not None else None
+    if not isinstance(tokens, dict) or tokens.get("refresh_token"):
+        return None
+    exp = _jwt_exp(tokens.get("access_token"))
+    if exp is not None and exp <= now:
+        return "its ChatGPT token expired and it has no refresh token: run `codex login` again"
+    return None
+
+
+def _jwt_exp(token: object) -> float | None:
+    """The ``exp`` claim of a JWT (unverified: only to say when it ends), or ``None``."""
+    if not isinstance(token, str) or token.count(".") != 2:
+        return None
+    payload = token.split(".")[1]
+    try:
+        claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    exp = claims.get("exp") if isinstance(claims, dict) else None
+    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None

@@ -124,3 +124,22 @@ def preflight(env: Mapping[str, str], home: Path) -> Error | None:
         message = ("gemini-cli reads its API key from GEMINI_API_KEY: set that in "
                    "providers.gemini.env instead of GOOGLE_API_KEY")
     return failure(Code.AUTH_MISSING, message)
+
+
+def login_expired(env: Mapping[str, str], real_home: Path, now: float) -> str | None:
+    """Why the Google-account login can no longer log in: its ``expiry_date``
+    (milliseconds) is past and it has no ``refresh_token``. ``None`` otherwise, and for an
+    API key."""
+    if env.get(AUTH_TYPE_VAR, "").strip() != OAUTH_AUTH:
+        return None
+    try:
+        data = json.loads(oauth_file(env, real_home).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict) or data.get("refresh_token"):
+        return None
+    expiry = data.get("expiry_date")
+    if isinstance(expiry, int | float) and not isinstance(expiry, bool) \
+            and expiry / 1000 <= now:
+        return "its Google token expired and it has no refresh token: sign in again"
+    return None

@@ -154,3 +154,49 @@ def test_a_reload_keeps_the_actors_of_unchanged_accounts(tmp_path: Path) -> None
     assert _same(before, changed, "anthropic")
     removed = _settings(tmp_path, {})
     assert not _same(before, removed, "anthropic@alice")
+
+
+def test_an_expired_login_is_named_and_not_routed_to(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, {"accounts": {"alice": {}, "bob": {}}})
+    stale = {"claudeAiOauth": {"accessToken": "t", "expiresAt": 1_000}}  # 1970, no refresh
+    for name, oauth in (("alice", stale),
+                        ("bob", {"claudeAiOauth": {**stale["claudeAiOauth"],
+                                                   "refreshToken": "r"}})):
+        home = settings.account_home(CLAUDE, name)
+        home.mkdir(parents=True)
+        (home / ".credentials.json").write_text(json.dumps(oauth))
+    runtime = provider_actors.build(settings, _environ(tmp_path))
+    alice, bob = (runtime.reports[CLAUDE].accounts[n] for n in ("alice", "bob"))
+    assert alice.expired and not alice.credentials and "expired" in alice.problem
+    assert not bob.expired and bob.credentials  # claude refreshes a token it can
+    [hop] = build_router(settings, load_registry(), runtime.providers).resolve("c").hops
+    assert hop.accounts == ("default", "bob")
+
+
+@pytest.mark.parametrize("provider", ["codex", "gemini"])
+def test_expiry_is_read_from_codex_and_gemini_logins(tmp_path: Path, provider: str) -> None:
+    import base64
+
+    from olp.providers.codex import _credentials as codex
+    from olp.providers.gemini import _credentials as gemini
+
+    if provider == "codex":
+        def jwt(exp: int) -> str:
+            claims = base64.urlsafe_b64encode(json.dumps({"exp": exp}).encode()).decode()
+            return f"e30.{claims.rstrip('=')}.c2ln"
+        (tmp_path / ".codex").mkdir()
+        path = tmp_path / ".codex" / "auth.json"
+        path.write_text(json.dumps({"tokens": {"access_token": jwt(100)}}))
+        assert codex.login_expired({}, tmp_path, now=200.0) is not None
+        assert codex.login_expired({}, tmp_path, now=50.0) is None
+        path.write_text(json.dumps({"tokens": {"access_token": jwt(100), "refresh_token": "r"}}))
+        assert codex.login_expired({}, tmp_path, now=200.0) is None
+        assert codex.login_expired({"OPENAI_API_KEY": "k"}, tmp_path, now=200.0) is None
+    else:
+        (tmp_path / ".gemini").mkdir()
+        path = tmp_path / ".gemini" / "oauth_creds.json"
+        path.write_text(json.dumps({"access_token": "a", "expiry_date": 100_000}))
+        oauth = {"OLP_GEMINI_AUTH_TYPE": "oauth-personal"}
+        assert gemini.login_expired(oauth, tmp_path, now=200.0) is not None
+        assert gemini.login_expired(oauth, tmp_path, now=50.0) is None
+        assert gemini.login_expired({}, tmp_path, now=200.0) is None  # an API key
