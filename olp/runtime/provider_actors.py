@@ -153,7 +153,12 @@ def build(settings: Settings, environ: Mapping[str, str], *,
                         extra={"provider": name, "fix": report.fixes[-1]})
         first = next(iter(runners.values()))
         if isinstance(first, CliRunner) and spec is not None:
-            report.gate = lockdown_gate(name, first, spec, provider, settings, environ)
+            # one check per binary; as a login when any of its accounts spawns with one
+            login = any(spec.metered_by(r.config.env, r.config.proxy_env,
+                                        real_home=r.config.real_home) is None
+                        for r in runners.values() if isinstance(r, CliRunner))
+            report.gate = lockdown_gate(name, first, spec, provider, settings, environ,
+                                        login=login)
             runtime.sandboxes.update({name: first.config.sandbox} if first.config.sandbox
                                      else {})
         for slot, job_runner in runners.items():
@@ -172,9 +177,12 @@ def build(settings: Settings, environ: Mapping[str, str], *,
 
 def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
                   provider: ProviderSettings, settings: Settings,
-                  environ: Mapping[str, str]) -> LockdownGate | None:
+                  environ: Mapping[str, str], *, login: bool | None = None,
+                  ) -> LockdownGate | None:
     """The gate that admits ``name``'s jobs once its binary passed the lockdown self-check
-    (``None`` for a CLI the check does not know). Warns when the owner turned it off."""
+    (``None`` for a CLI the check does not know); ``login``: whether its spawns use a login
+    rather than a key (default: as the provider's own credential says). Warns when the
+    owner turned it off."""
     target = TARGETS.get(spec.command or "")
     if target is None:
         return None
@@ -183,7 +191,8 @@ def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
                     "would be used (providers.%s.lockdown_check is false)", target.cli, name,
                     extra={"provider": name})
     config = runner.config
-    login = spec.metered_by(provider.env, environ) is None  # no key: its spawns use a login
+    if login is None:  # no key: its spawns use a login
+        login = spec.metered_by(provider.env, environ) is None
     units = spec.warm_units() if spec.warm_units is not None and provider.warm > 0 else None
     verify = verifier(runner, target, spec.probe_model or name,
                       VerdictStore(settings.home / "lockdown.json"), login=login, units=units,
