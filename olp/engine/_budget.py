@@ -127,6 +127,7 @@ class Ledger:
 
     def check(self, provider: str) -> Skip | None:
         limits = self.limits_of(provider)
+        shown = split_slot(provider)[0]  # a message names no account (the record does)
         if limits is None:
             return None
         now = self._clock()
@@ -134,7 +135,7 @@ class Ledger:
         if limits.daily_request_count_threshold is not None:
             today = sum(1 for t in times if _day(t) == _day(now))
             if today >= limits.daily_request_count_threshold:
-                return Skip(Code.SOFT_TRIGGER, f"{provider}: {today} requests today reached "
+                return Skip(Code.SOFT_TRIGGER, f"{shown}: {today} requests today reached "
                             f"daily_request_count_threshold", _seconds_to_next_day(now))
         reported = self.reported(provider)
         for threshold, window, what in (
@@ -146,7 +147,7 @@ class Ledger:
             event = got[0]
             used = 100.0 * (event.utilization or 0.0)
             if used >= threshold:
-                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of its {what} used "
+                return Skip(Code.SOFT_TRIGGER, f"{shown}: {used:.0f}% of its {what} used "
                             "(as its CLI reported)",
                             None if event.resets_at is None else event.resets_at - now)
         if (limits.five_hour_window_percent_threshold is not None
@@ -155,14 +156,14 @@ class Ledger:
             recent = [t for t in times if t > now - FIVE_HOURS]
             used = 100.0 * len(recent) / limits.five_hour_window_budget_requests
             if used >= limits.five_hour_window_percent_threshold:
-                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the five-hour "
+                return Skip(Code.SOFT_TRIGGER, f"{shown}: {used:.0f}% of the five-hour "
                             f"request budget used", recent[0] + FIVE_HOURS - now)
         if limits.credit_pool_percent_threshold is not None \
                 and not _has_figure(reported, CREDIT_WINDOW) and limits.credit_pool_budget_tokens:
             used = 100.0 * self._tokens.get((provider, _month(now)), 0) \
                 / limits.credit_pool_budget_tokens
             if used >= limits.credit_pool_percent_threshold:
-                return Skip(Code.SOFT_TRIGGER, f"{provider}: {used:.0f}% of the monthly token "
+                return Skip(Code.SOFT_TRIGGER, f"{shown}: {used:.0f}% of the monthly token "
                             f"budget used", None)
         return None
 

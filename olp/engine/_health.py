@@ -22,6 +22,7 @@ from typing import Any
 
 from olp.failures import Code
 from olp.ir import Error
+from olp.store import split_slot
 
 #: Refusals that say nothing of the upstream's health: no circuit counts them.
 _NOT_HEALTH = frozenset({Code.CONCURRENCY_LIMIT, Code.LOCKDOWN_FAILED})
@@ -74,8 +75,8 @@ class HealthBook:
                 continue
             until, category, reason = entry
             if now < until:
-                return Skip(Code.COOLDOWN, f"{provider} is resting after {category}: {reason}",
-                            until - now)
+                return Skip(Code.COOLDOWN, f"{_named(provider)} is resting after {category}: "
+                            f"{reason}", until - now)
             del self._cooldowns[key]
             self.version += 1
         circuit = self._circuits.get(provider)
@@ -83,7 +84,7 @@ class HealthBook:
             return None
         if now < circuit.open_until or circuit.probing:
             remaining = max(0.0, circuit.open_until - now)
-            return Skip(Code.CIRCUIT_OPEN, f"{provider} failed repeatedly; next probe in "
+            return Skip(Code.CIRCUIT_OPEN, f"{_named(provider)} failed repeatedly; next probe in "
                         f"{remaining:.0f} s", remaining or None)
         circuit.probing = True  # this request is the probe
         return None
@@ -168,3 +169,10 @@ class HealthBook:
             self._circuits[c["provider"]] = _Circuit(open_until=float(c["open_until"]),
                                                      wait_s=float(c["wait_s"]))
         self.version += 1
+
+
+def _named(slot: str) -> str:
+    """A slot as a message names it: its provider only (the record carries the account, shown
+    to whom the header policy allows; a message reaches any client)."""
+    return split_slot(slot)[0]
+

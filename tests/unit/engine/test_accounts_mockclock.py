@@ -156,6 +156,7 @@ async def test_cooldowns_are_per_account(autojump_clock: trio.testing.MockClock,
     answer = await engine.open(REQ, key)  # alice rests: skipped without a spawn
     assert answer.hop.slot == "claude@bob"
     assert [(r.account, r.code) for r in answer.records] == [("alice", Code.COOLDOWN)]
+    assert answer.records[0].error_message.startswith("claude is resting")  # no account
     answer.close()
     assert len(spawners["claude@alice"].runs) == 1
     assert engine.health.check("claude@bob", "sonnet") is None
