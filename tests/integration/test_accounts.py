@@ -154,3 +154,50 @@ async def test_warm_processes_are_kept_per_login(tmp_path: Path) -> None:
                     alice_row["serves"]) == ("anthropic", "alice", True, "bound keys")
             assert health["anthropic"]["account"] == "default"
             assert set(health["anthropic"]["accounts"]) == {"default", "alice", "bob"}
+
+
+async def test_a_reload_adds_and_removes_logins_and_keeps_the_others(tmp_path: Path) -> None:
+    from olp_harness import OWNER_TOKEN
+
+    home, env = homes(tmp_path)
+    only_alice = config()
+    del only_alice["providers"]["anthropic"]["accounts"]["bob"]
+    home.mkdir(exist_ok=True)
+    (home / "config.json").write_text(json.dumps(only_alice))
+    alice = new_key(home, "alice", "--accounts", "anthropic:alice")
+    both = config()
+
+    def reload() -> str:
+        done = subprocess.run(
+            [sys.executable, "-m", "olp", "reload"], capture_output=True, text=True,
+            timeout=60, check=True,
+            env={"PATH": "/usr/bin:/bin", "OLP_HOME": str(home), "OLP_OWNER_TOKEN": OWNER_TOKEN,
+                 "OLP_PORT": proxy.url.rsplit(":", 1)[1]})
+        return done.stdout
+
+    with trio.fail_after(90):
+        async with run_proxy(home, only_alice, env=env) as proxy:
+            assert login_of(await in_thread(lambda: ask(proxy, alice, "one"))) == "alice-login"
+            (home / "config.json").write_text(json.dumps(unchecked(both)))
+            added = await in_thread(reload)
+            olp(home, "keys", "create", "bob", "--accounts", "anthropic:bob")
+            bob = json.loads(olp(home, "keys", "rotate", "bob", "--json"))["key"]
+            assert login_of(await in_thread(lambda: ask(proxy, bob, "two"))) == "bob-login"
+            (home / "config.json").write_text(json.dumps(unchecked(only_alice)))
+            removed = await in_thread(reload)
+            gone = await in_thread(lambda: ask(proxy, bob, "three"))
+            assert login_of(await in_thread(lambda: ask(proxy, alice, "four"))) == "alice-login"
+    assert "kept anthropic, anthropic@alice" in added and "started anthropic@bob" in added
+    assert "retired anthropic@bob" in removed and "kept anthropic, anthropic@alice" in removed
+    # bob's login is gone: his key, bound to it alone, is served by no other claude login,
+    # only by the chain's next entry
+    assert gone.status_code == 200 and gone.headers["x-olp-provider-used"] == "openai"
+    detail = json.loads(gone.headers["x-olp-fallback-detail"])
+    assert [(d["provider"], d["code"]) for d in detail] == [("anthropic", "KEY_POLICY")]
+
+
+def unchecked(config: dict[str, Any]) -> dict[str, Any]:
+    """A config as ``run_proxy`` writes it (the fakes need no lockdown check)."""
+    from olp_harness import cold_by_default, unchecked_by_default, unconfined_fakes
+
+    return unchecked_by_default(cold_by_default(unconfined_fakes(json.loads(json.dumps(config)))))
