@@ -48,6 +48,14 @@ class TextDelta(_Event, frozen=True, tag="text_delta"):
     text: str
 
 
+class ReasoningDelta(_Event, frozen=True, tag="reasoning_delta"):
+    """A piece of the model's thinking, or of a summary of it, as the CLI reported it (issue
+    #27). Not content: it commits nothing (the first-chunk rule, ADR 0026). ``signature``:
+    never a vendor's; OLP cannot sign thinking (ADR 0026)."""
+
+    text: str
+
+
 class ToolCallDelta(_Event, frozen=True, tag="tool_call_delta"):
     index: int
     id: str | None = None
@@ -69,6 +77,7 @@ class Usage(_Event, frozen=True, tag="usage"):
     completion_tokens: int
     cached_tokens: int = 0
     cache_write_tokens: int = 0
+    reasoning_tokens: int = 0  # of ``completion_tokens``, those spent thinking (#27)
 
     @property
     def total_tokens(self) -> int:
@@ -126,7 +135,8 @@ class Error(_Event, frozen=True, tag="error"):
     retry_after_s: float | None = None
 
 
-Event = Start | TextDelta | ToolCallDelta | Usage | Retrying | QuotaReport | Stop | Error
+Event = (Start | TextDelta | ReasoningDelta | ToolCallDelta | Usage | Retrying | QuotaReport
+         | Stop | Error)
 Terminal = Stop | Error
 Content = TextDelta | ToolCallDelta
 

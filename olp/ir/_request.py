@@ -54,6 +54,35 @@ class ToolSpec(_IR, frozen=True):
     parameters: dict[str, Any] | None = None
 
 
+#: How hard the model thinks, one scale for every dialect (issue #27, ADR 0026).
+Effort = Literal["none", "minimal", "low", "medium", "high"]
+EFFORTS: tuple[Effort, ...] = ("none", "minimal", "low", "medium", "high")
+
+
+class Reasoning(_IR, frozen=True, omit_defaults=True):
+    """What the client asked of the model's thinking (issue #27).
+
+    ``effort``: chat ``reasoning_effort``, Responses ``reasoning.effort``, Messages
+    ``output_config.effort``; a Messages ``thinking`` of type ``enabled`` maps its
+    ``budget_tokens`` to the nearest level (:func:`effort_for_budget`), ``disabled`` to
+    ``none``, ``adaptive`` to no level (the model's own choice). ``budget_tokens``: the
+    Messages budget as sent. ``summary``: Responses ``reasoning.summary`` (``auto``,
+    ``concise``, ``detailed``). ``show``: the client wants the model's thinking back (a
+    Messages ``thinking`` that is not ``disabled``, a Responses summary, a chat
+    ``reasoning_effort`` other than ``none``)."""
+
+    effort: Effort | None = None
+    budget_tokens: int | None = None
+    summary: str | None = None
+    show: bool = False
+
+
+def effort_for_budget(budget_tokens: int) -> Effort:
+    """The level nearest a thinking budget: up to 4,096 tokens ``low``, up to 16,384
+    ``medium``, more ``high`` (ADR 0026)."""
+    return "low" if budget_tokens <= 4096 else "medium" if budget_tokens <= 16384 else "high"
+
+
 class ChatRequest(_IR, frozen=True):
     """One chat completion request, normalised.
 
@@ -92,6 +121,8 @@ class ChatRequest(_IR, frozen=True):
     #: Responses ``store: false``: this answer is not kept for a later
     #: ``previous_response_id``.
     store: bool = True
+    #: How hard the model should think, and whether its thinking is wanted back (#27).
+    reasoning: Reasoning | None = None
 
     def sampling_params_set(self) -> tuple[str, ...]:
         """Names of the sampling parameters the client set (CLI hops ignore these, loudly)."""
