@@ -23,7 +23,8 @@ def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
     max_tokens, stop, presence/frequency penalties, tool_choice, ``parallel_tool_calls:
     false`` (``true`` and absent are OpenAI's default and answer alike, so they add nothing
     and keys made before the field existed still match), response_format and the
-    cache-control hook. Dict key order is normalised at every depth; an empty list, an absent
+    cache-control hook, and the reasoning asked for (effort, budget, summary, whether its
+    text is wanted back). Dict key order is normalised at every depth; an empty list, an absent
     field and ``None`` are the same. Transport and bookkeeping fields (``stream``,
     ``include_usage``, ``user``, ``seed``) are left out. Namespacing per API key is the
     store's job (its ``namespace`` argument), not the key's.
@@ -46,6 +47,8 @@ def cache_key(request: ChatRequest, *, provider: str, model: str) -> str:
     }
     if request.parallel_tool_calls is False:
         material["parallel_tool_calls"] = False
+    if request.reasoning is not None:  # absent: keys made before the field still match
+        material["reasoning"] = request.reasoning
     return hashlib.sha256(_ENCODER.encode(material)).hexdigest()
 
 

@@ -334,7 +334,17 @@ def missing_capabilities(hop: Hop, request: ChatRequest) -> list[str]:
     if request.response_format is not None and not caps.json_mode \
             and request.response_format.get("type") != "text":
         missing.append("response_format")
+    if asks_reasoning(request) and not caps.reasoning:
+        missing.append("reasoning")
     return missing
+
+
+def asks_reasoning(request: ChatRequest) -> bool:
+    """Whether the request asks for reasoning a hop must honour: a level other than
+    ``none``, or the model's thinking back (``none`` is what a model without reasoning
+    does anyway)."""
+    reasoning = request.reasoning
+    return reasoning is not None and (reasoning.effort not in (None, "none") or reasoning.show)
 
 
 def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
@@ -343,6 +353,8 @@ def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
     ignored = [] if hop.capabilities.sampling_params else list(request.sampling_params_set())
     if hop.unsupported == "ignore" and request.tools and not hop.capabilities.tools:
         ignored += ["tools", "tool_choice"] if request.tool_choice is not None else ["tools"]
+    if hop.unsupported == "ignore" and asks_reasoning(request) and not hop.capabilities.reasoning:
+        ignored.append("reasoning")
     return (*ignored, *request.dropped)
 
 

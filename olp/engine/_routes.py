@@ -18,6 +18,9 @@ class Capabilities:
     images: bool = True
     json_mode: bool = True
     sampling_params: bool = False  # temperature, top_p, … reach the model (HTTP hops only)
+    #: The reasoning levels the model takes (the registry's ``reasoning``; HTTP hops pass
+    #: the client's on): a request that asks for reasoning needs one (issue #27).
+    reasoning: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

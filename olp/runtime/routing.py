@@ -24,12 +24,14 @@ from typing import Any
 from olp.config import ChainEntry, ProviderSettings, Registry, Settings
 from olp.engine import Capabilities, Hop, Router, UnknownModel
 from olp.engine._routes import dedupe
+from olp.ir import EFFORTS
 from olp.store import DEFAULT_ACCOUNT
 
 log = logging.getLogger("olp.runtime.routing")
 
 #: What a hop whose spec passes capabilities through (openai-compatible) takes: everything.
-HTTP_CAPABILITIES = Capabilities(tools=True, images=True, json_mode=True, sampling_params=True)
+HTTP_CAPABILITIES = Capabilities(tools=True, images=True, json_mode=True, sampling_params=True,
+                                 reasoning=EFFORTS)
 #: A CLI model missing from the registry: text only.
 UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=True)
 
@@ -88,7 +90,8 @@ def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
             caps, window = UNKNOWN_CLI_CAPABILITIES, None
         else:
             c = known.capabilities
-            caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode)
+            caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode,
+                                reasoning=tuple(getattr(c, "reasoning", ())))
             window = known.context_window
             model = known.model
     logins = logins if logins is not None else (Login(DEFAULT_ACCOUNT, True),)

@@ -85,6 +85,7 @@ class _Body(msgspec.Struct, kw_only=True):
     parallel_tool_calls: bool | UnsetType = UNSET
     response_format: dict[str, Any] | UnsetType = UNSET
     user: str | UnsetType = UNSET
+    reasoning_effort: str | UnsetType = UNSET
 
 
 _ENCODER: Final = msgspec.json.Encoder()
@@ -118,6 +119,8 @@ def encode_chat_request(request: ChatRequest, model: str, *,
         parallel_tool_calls=_opt(request.parallel_tool_calls) if request.tools else UNSET,
         response_format=_opt(request.response_format),
         user=_opt(request.user),
+        # the level as the client asked it: the upstream's own reasoning_effort (#27)
+        reasoning_effort=_opt(request.reasoning.effort if request.reasoning else None),
     )
     return _ENCODER.encode(body)
 

@@ -181,3 +181,17 @@ def test_key_is_sha256_of_the_documented_canonical_json() -> None:
         '"top_p":null,"v":1}')
     assert key(req) == hashlib.sha256(canonical.encode()).hexdigest()
     assert re.fullmatch(r"[0-9a-f]{64}", key(req))
+
+
+def test_the_reasoning_asked_for_is_part_of_the_key() -> None:
+    from olp.ir import Reasoning
+
+    base = ChatRequest(model="m", messages=(Message(role="user",
+                                                    content=(TextPart(text="hi"),)),))
+    keys = {cache_key(msgspec.structs.replace(base, reasoning=r), provider="p", model="m")
+            for r in (None, Reasoning(effort="low"), Reasoning(effort="high"),
+                      Reasoning(effort="high", show=True), Reasoning(summary="detailed"))}
+    assert len(keys) == 5
+    # a request that asks nothing keeps the key it had before the field existed
+    assert cache_key(base, provider="p", model="m") == cache_key(
+        msgspec.structs.replace(base, reasoning=None), provider="p", model="m")

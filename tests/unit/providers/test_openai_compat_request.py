@@ -133,3 +133,14 @@ def test_round_trip_through_the_forward_codec(messages: list[Message],
     decoded = decode_chat_request(encode_chat_request(request, "served"))
     # the upstream body always streams with usage; everything else survives unchanged
     assert msgspec.structs.replace(decoded, stream=False, include_usage=False) == request
+
+
+def test_the_reasoning_effort_goes_upstream_as_asked() -> None:
+    from olp.ir import ChatRequest, Message, Reasoning, TextPart
+
+    request = ChatRequest(model="m", messages=(Message(role="user",
+                                                       content=(TextPart(text="hi"),)),),
+                          reasoning=Reasoning(effort="high", show=True))
+    assert json.loads(encode_chat_request(request, "up"))["reasoning_effort"] == "high"
+    plain = msgspec.structs.replace(request, reasoning=None)
+    assert "reasoning_effort" not in json.loads(encode_chat_request(plain, "up"))
