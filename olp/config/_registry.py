@@ -14,6 +14,8 @@ from typing import Annotated, Final, Literal
 
 import msgspec
 
+from olp.ir import Effort
+
 from ._schema import ConfigError
 
 REGISTRY_FILE: Final = "models-registry.json"
@@ -33,12 +35,18 @@ class _Strict(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class Capabilities(_Strict, frozen=True, kw_only=True):
-    """What a model can do through its provider (a hop lacking a needed one is skipped)."""
+    """What a model can do through its provider (a hop lacking a needed one is skipped).
+
+    ``reasoning``: the levels of OLP's effort scale (``none``, ``minimal``, ``low``,
+    ``medium``, ``high``) the model honours through its CLI, exactly or by the CLI's nearest
+    setting (issue #27; each CLI's mapping: ``docs/providers.md``, "Reasoning"); ``()``: none,
+    the model's thinking cannot be set through its CLI."""
 
     tools: bool
     images: bool
     json_mode: bool
     streaming: Literal["token", "message"]
+    reasoning: tuple[Effort, ...] = ()
 
 
 class _Model(_Strict, frozen=True, kw_only=True):

@@ -25,7 +25,6 @@ from olp.ir import (
     Error,
     Event,
     EventSource,
-    ImagePart,
     QuotaReport,
     Retrying,
     Start,
@@ -36,6 +35,7 @@ from olp.ir import (
 )
 
 from ._budget import Ledger
+from ._capabilities import ignored_params, missing_capabilities
 from ._detail import HopRecord
 from ._health import HealthBook, Skip
 from ._routes import Hop, Router
@@ -321,41 +321,6 @@ async def _rest(source: EventSource, hop: Hop, events: list[Event], engine: Engi
             return events, event
         events.append(event)
     return events
-
-
-def missing_capabilities(hop: Hop, request: ChatRequest) -> list[str]:
-    caps = hop.capabilities
-    missing = []
-    if request.tools and not caps.tools:
-        missing.append("tools")
-    if not caps.images and any(isinstance(p, ImagePart) for m in request.messages
-                               for p in m.content):
-        missing.append("images")
-    if request.response_format is not None and not caps.json_mode \
-            and request.response_format.get("type") != "text":
-        missing.append("response_format")
-    if asks_reasoning(request) and not caps.reasoning:
-        missing.append("reasoning")
-    return missing
-
-
-def asks_reasoning(request: ChatRequest) -> bool:
-    """Whether the request asks for reasoning a hop must honour: a level other than
-    ``none``, or the model's thinking back (``none`` is what a model without reasoning
-    does anyway)."""
-    reasoning = request.reasoning
-    return reasoning is not None and (reasoning.effort not in (None, "none") or reasoning.show)
-
-
-def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
-    """Request parameters this hop cannot honour and answers without (named in
-    ``X-OLP-Ignored-Params``), then what the request's dialect could not carry at all."""
-    ignored = [] if hop.capabilities.sampling_params else list(request.sampling_params_set())
-    if hop.unsupported == "ignore" and request.tools and not hop.capabilities.tools:
-        ignored += ["tools", "tool_choice"] if request.tool_choice is not None else ["tools"]
-    if hop.unsupported == "ignore" and asks_reasoning(request) and not hop.capabilities.reasoning:
-        ignored.append("reasoning")
-    return (*ignored, *request.dropped)
 
 
 def _lost(hop: Hop) -> Error:

@@ -29,6 +29,8 @@ from ._sources import CacheStatus, RequestContext
 if TYPE_CHECKING:
     from ._engine import Engine
 
+from ._capabilities import for_hop
+
 log = logging.getLogger("olp.engine")
 
 #: Categories that move a request into the next hop when the hop sets no ``on``
@@ -111,7 +113,7 @@ class Walk:
                              skip.retry_after_s)
                 continue
             source, status = await self.engine.sources.open(
-                self.actors[hop.slot], hop, self.request, self.context)
+                self.actors[hop.slot], hop, for_hop(self.request, hop), self.context)
             if status in ("miss", "bypass"):
                 self.engine.ledger.record(hop.slot)
                 self.engine.changed()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 
 import trio
 from quart import Response, g, request
@@ -20,7 +21,7 @@ from olp.ir.openai import InvalidRequest, decode_chat_request
 from olp.ir.responses import decode_responses_request
 
 from . import _chat
-from ._dialect import ANTHROPIC, OPENAI, Dialect, OpenAIResponses
+from ._dialect import ANTHROPIC, OPENAI, Dialect, OpenAIResponses, visible
 from ._errors import ApiError
 from ._json_response import JSON, json_response
 from ._metrics import Metrics
@@ -115,7 +116,9 @@ async def answer(services: Services, metrics: Metrics,
                      entry=done.hop.name, index=done.index, cache=done.cache,
                      records=done.records, usage=done.usage, seconds=done.seconds)
         trace.outcome = "truncated" if done.truncated else "ok"
-        response = _chat.complete(chat, done, services.headers, dialect)
+        # the model's thinking only when asked for (streamed: ChatStream drops it)
+        response = _chat.complete(chat, replace(done, events=visible(chat, done.events)),
+                                  services.headers, dialect)
         if not done.truncated:
             await dialect.answered()
         return response

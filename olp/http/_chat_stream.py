@@ -20,10 +20,10 @@ from collections.abc import Callable
 import trio
 
 from olp.engine import Answer, ChainFailed, Engine, RequestContext
-from olp.ir import ChatRequest, Error, Event, Stop, TextDelta, ToolCallDelta, Usage
+from olp.ir import ChatRequest, Error, Event, ReasoningDelta, Stop, TextDelta, ToolCallDelta, Usage
 from olp.ir.openai import ChunkEncoder
 
-from ._dialect import OPENAI, Dialect, StreamWriter, WireError
+from ._dialect import OPENAI, Dialect, StreamWriter, WireError, shows_reasoning
 from ._errors import chain_error_frame, stream_error_frame
 from ._stopping import SHUTDOWN_ERROR, STOPPING
 
@@ -87,7 +87,9 @@ class ChatStream:
     With ``heartbeat_s``, a ``: keepalive`` comment is sent after that much silence.
     ``public_errors`` (a key that is not the owner's): error events carry no upstream text.
     ``dialect`` writes the frames (OpenAI's chunks, or Anthropic's events; see
-    :mod:`._dialect`): the rules above are the same for every dialect.
+    :mod:`._dialect`): the rules above are the same for every dialect. The model's thinking
+    goes out as it comes when the request asked for it back, and is dropped otherwise; it is
+    never content (the answer opened on content that followed it).
     """
 
     OnEnd = Callable[[str, "Answer | None", "ChainFailed | None"], None]
@@ -96,6 +98,7 @@ class ChatStream:
                  heartbeat_s: float | None = None, public_errors: bool = False,
                  dialect: Dialect = OPENAI) -> None:
         self._chat = chat
+        self._show_reasoning = shows_reasoning(chat)
         self._dialect = dialect
         self._public = public_errors
         self._on_end = on_end
@@ -194,6 +197,10 @@ class ChatStream:
                 case TextDelta(text=text):
                     out += enc.text(text)
                     return bytes(out)
+                case ReasoningDelta(text=text):
+                    if self._show_reasoning and text:
+                        out += enc.reasoning(text)
+                        return bytes(out)
                 case ToolCallDelta():
                     out += enc.tool_call(event)
                     return bytes(out)

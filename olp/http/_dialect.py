@@ -6,6 +6,10 @@ A :class:`Dialect` knows its bodies — a complete answer, an error — and make
 :class:`StreamWriter` per streamed answer. Everything else (auth, routing, the engine, the
 cache, OLP's headers, the first-chunk rule) is the same for every dialect. Pure, but for
 the Responses dialect's memory of answers (``previous_response_id``: :mod:`._response_memory`).
+
+The model's thinking (:class:`~olp.ir.ReasoningDelta`) reaches a writer or ``complete`` only
+when the request asked for it back (:func:`shows_reasoning`); otherwise the HTTP edge drops it
+(:func:`visible`). It is never content: a writer's ``reasoning`` is not the first content.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from olp.ir import ChatRequest, Event, FinishReason, ToolCallDelta, Usage
+from olp.ir import ChatRequest, Event, FinishReason, ReasoningDelta, ToolCallDelta, Usage
 from olp.ir import anthropic as anthropic_wire
 from olp.ir import responses as responses_wire
 from olp.ir.openai import DONE, ChunkEncoder, CompletionBuilder, completion_id, error_body
@@ -45,6 +49,11 @@ class StreamWriter(Protocol):
 
     def text(self, text: str) -> bytes: ...
 
+    def reasoning(self, text: str) -> bytes:
+        """A piece of the model's thinking (chat ``reasoning_content``, a Responses
+        ``reasoning`` item, a Messages ``thinking`` block)."""
+        ...
+
     def tool_call(self, delta: ToolCallDelta) -> bytes: ...
 
     def finish(self, reason: FinishReason, usage: Usage | None) -> bytes:
@@ -54,6 +63,19 @@ class StreamWriter(Protocol):
     def error(self, error: WireError) -> bytes:
         """The in-band error that ends a stream after it was committed (never a clean end)."""
         ...
+
+
+def shows_reasoning(chat: ChatRequest) -> bool:
+    """Whether the client asked for the model's thinking back (``Reasoning.show``)."""
+    return chat.reasoning is not None and chat.reasoning.show
+
+
+def visible(chat: ChatRequest, events: Iterable[Event]) -> list[Event]:
+    """``events`` as the client may see them: without the model's thinking unless it was
+    asked for (a cached answer keeps its thinking whoever asked first)."""
+    if shows_reasoning(chat):
+        return list(events)
+    return [e for e in events if not isinstance(e, ReasoningDelta)]
 
 
 class Dialect(Protocol):
@@ -108,6 +130,9 @@ class _OpenAIWriter:
     def text(self, text: str) -> bytes:
         return self._enc.text(text)
 
+    def reasoning(self, text: str) -> bytes:
+        return self._enc.reasoning(text)
+
     def tool_call(self, delta: ToolCallDelta) -> bytes:
         return self._enc.tool_call(delta)
 
@@ -151,6 +176,8 @@ class _Encoder(Protocol):
 
     def text(self, text: str) -> bytes: ...
 
+    def reasoning(self, text: str) -> bytes: ...
+
     def tool_call(self, delta: ToolCallDelta) -> bytes: ...
 
     def finish(self, reason: FinishReason, usage: Usage | None) -> bytes: ...
@@ -177,6 +204,9 @@ class _EncoderWriter:
 
     def text(self, text: str) -> bytes:
         return self._enc.text(text)
+
+    def reasoning(self, text: str) -> bytes:
+        return self._enc.reasoning(text)
 
     def tool_call(self, delta: ToolCallDelta) -> bytes:
         return self._enc.tool_call(delta)

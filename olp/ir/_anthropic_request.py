@@ -7,13 +7,20 @@ The same IR as Chat Completions, so the engine never knows the dialect:
   ``user`` message; its ``tool_result`` blocks → one ``tool`` message each, in order, before
   the rest of the turn (``is_error`` results start with ``Error: ``);
 - an assistant turn's ``text`` → its content, its ``tool_use`` blocks → ``tool_calls``
-  (``input`` as a JSON string); ``thinking`` blocks are dropped (a hop cannot replay them);
+  (``input`` as a JSON string); ``thinking`` and ``redacted_thinking`` blocks are dropped,
+  signature and all (a hop cannot replay them; OLP's own come back with an empty one);
 - client ``tools`` (``input_schema`` → parameters; server tools are refused), ``tool_choice``
   (``auto``, ``any`` → ``required``, ``tool`` → a named function, ``none``;
   ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``), ``max_tokens``,
   ``stop_sequences``, ``temperature``, ``top_p``, ``metadata.user_id`` → ``user`` and
   ``conversation`` (Claude Code puts its session id there: ADR 0023), ``stream``.
   ``top_k`` has no IR field and is not passed on.
+- ``thinking`` → the IR's ``reasoning`` (ADR 0026): ``enabled`` → the level nearest its
+  ``budget_tokens`` (at least 1,024, as Anthropic's API requires; kept as sent),
+  ``disabled`` → ``none``, ``adaptive`` and ``between_tools`` → no level (the model's
+  choice); the thinking is wanted back unless ``disabled`` or ``display: "omitted"``.
+  ``output_config.effort`` (``low``, ``medium``, ``high``; ``xhigh`` and ``max`` are
+  ``high``) sets the level, over what ``thinking`` implies.
 
 Every failure is :class:`~olp.ir._validation.InvalidRequest` naming the field.
 """
@@ -25,8 +32,29 @@ from typing import Any, Final
 
 import msgspec
 
-from ._anthropic_wire import _Block, _Message, _Request, _Tool, _ToolChoice
-from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
+from ._anthropic_wire import (
+    _Block,
+    _Message,
+    _OutputConfig,
+    _Request,
+    _Thinking,
+    _Tool,
+    _ToolChoice,
+)
+from ._reasoning_wire import ANTHROPIC_EFFORTS, effort
+from ._request import (
+    ChatRequest,
+    Effort,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+    effort_for_budget,
+)
 from ._validation import (
     INT32_MAX,
     TOOL_NAME,
@@ -50,6 +78,10 @@ _DECODER: Final = msgspec.json.Decoder(_Request)
 _COUNT_DECODER: Final = msgspec.json.Decoder(_CountRequest)
 _ROLES: Final = ("user", "assistant")
 _SKIPPED: Final = frozenset({"thinking", "redacted_thinking"})
+_THINKING: Final = ("enabled", "disabled", "adaptive", "between_tools")
+_DISPLAYS: Final = ("summarized", "omitted")
+#: Anthropic's least ``thinking.budget_tokens``.
+MIN_BUDGET: Final = 1024
 
 
 def decode_messages_request(body: bytes) -> ChatRequest:
@@ -90,7 +122,37 @@ def _convert(w: _Request) -> ChatRequest:
         parallel_tool_calls=parallel,
         user=w.metadata.user_id if w.metadata is not None else None,
         conversation=w.metadata.user_id if w.metadata is not None else None,
+        reasoning=_reasoning(w.thinking, w.output_config),
     )
+
+
+def _reasoning(thinking: _Thinking | None, config: _OutputConfig | None) -> Reasoning | None:
+    """``thinking`` and ``output_config.effort``; ``None`` when neither is sent."""
+    level: Effort | None = None
+    budget: int | None = None
+    show = False
+    if thinking is not None:
+        if thinking.type not in _THINKING:
+            raise invalid("thinking.type", f"expected one of {', '.join(_THINKING)}, got "
+                          f"{thinking.type!r}.")
+        if thinking.display is not None and thinking.display not in _DISPLAYS:
+            raise invalid("thinking.display", f"expected one of {', '.join(_DISPLAYS)}, got "
+                          f"{thinking.display!r}.")
+        if thinking.type == "enabled":
+            budget = thinking.budget_tokens
+            if budget is None:
+                raise InvalidRequest("Missing required parameter: 'thinking.budget_tokens'.",
+                                     "thinking.budget_tokens", "missing_required_parameter")
+            check_int("thinking.budget_tokens", budget, MIN_BUDGET, INT32_MAX)
+            level = effort_for_budget(budget)
+        elif thinking.type == "disabled":
+            level = "none"
+        show = thinking.type != "disabled" and thinking.display != "omitted"
+    if config is not None and config.effort is not None:
+        level = effort("output_config.effort", config.effort, ANTHROPIC_EFFORTS)
+    if thinking is None and level is None:
+        return None
+    return Reasoning(effort=level, budget_tokens=budget, show=show)
 
 
 def _system(system: str | list[_Block] | None) -> tuple[Message, ...]:

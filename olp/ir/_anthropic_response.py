@@ -1,12 +1,19 @@
 """Encoding IR events as Anthropic Messages: a ``message`` body, or its SSE event sequence.
 
 Stream: ``message_start`` and a ``ping``, then per content block ``content_block_start`` →
-``content_block_delta`` (``text_delta`` / ``input_json_delta``) → ``content_block_stop``,
-then ``message_delta`` (``stop_reason``, the cumulative ``usage`` with the cache's reads and
-writes) and ``message_stop``; a failure after content is ``event: error``, never a clean
-``message_stop``.
+``content_block_delta`` (``thinking_delta`` / ``text_delta`` / ``input_json_delta``) →
+``content_block_stop``, then ``message_delta`` (``stop_reason``, the cumulative ``usage`` with
+the cache's reads and writes) and ``message_stop``; a failure after content is ``event:
+error``, never a clean ``message_stop``.
 Finish reasons map ``stop`` → ``end_turn``, ``length`` → ``max_tokens``, ``tool_calls`` →
 ``tool_use``, ``content_filter`` → ``refusal``. Pure: no I/O.
+
+The model's thinking (:class:`ReasoningDelta`, passed on by the HTTP edge only when the
+request asked for it) is a ``thinking`` block: in a body one block before the text, holding
+all of it; in a stream a block per run of thinking. Its ``signature`` is ``""``: Anthropic
+signs its thinking so that a client can send it back and the API can check it, and OLP has no
+signature to give (the CLIs print none). A client that sends such a block back gets it
+dropped, as every thinking block is on input (ADR 0026).
 """
 
 from __future__ import annotations
@@ -17,7 +24,16 @@ from typing import Any, Final
 
 import msgspec
 
-from ._events import Event, FinishReason, Start, Stop, TextDelta, ToolCallDelta, Usage
+from ._events import (
+    Event,
+    FinishReason,
+    ReasoningDelta,
+    Start,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 _ENCODER: Final = msgspec.json.Encoder()
 STOP_REASONS: Final[dict[FinishReason, str]] = {
@@ -55,6 +71,11 @@ def _usage(u: Usage | None) -> dict[str, int]:
             "cache_read_input_tokens": u.cached_tokens, "output_tokens": u.completion_tokens}
 
 
+def _thinking(text: str) -> dict[str, str]:
+    """A ``thinking`` block; ``signature`` empty, as OLP cannot sign (see above)."""
+    return {"type": "thinking", "thinking": text, "signature": ""}
+
+
 def _tool_input(arguments: str) -> Any:
     """A call's arguments as the JSON value Anthropic's ``input`` is; text that is not JSON
     is kept under ``_unparsed_arguments`` rather than lost."""
@@ -74,6 +95,7 @@ class MessageBuilder:
         self.finish_reason: FinishReason = "stop"
         self.usage: Usage | None = None
         self._text: list[str] = []
+        self._thinking: list[str] = []
         self._calls: dict[int, list[Any]] = {}  # index -> [id, name, argument fragments]
 
     @property
@@ -84,6 +106,8 @@ class MessageBuilder:
         match event:
             case TextDelta(text=text):
                 self._text.append(text)
+            case ReasoningDelta(text=text):
+                self._thinking.append(text)
             case ToolCallDelta():
                 call = self._calls.setdefault(event.index, [None, None, []])
                 call[0] = call[0] or event.id
@@ -100,6 +124,8 @@ class MessageBuilder:
 
     def body(self) -> bytes:
         content: list[dict[str, Any]] = []
+        if thinking := "".join(self._thinking):
+            content.append(_thinking(thinking))
         if self.text:
             content.append({"type": "text", "text": self.text})
         for _, (call_id, name, fragments) in sorted(self._calls.items()):
@@ -113,13 +139,14 @@ class MessageBuilder:
 
 class MessageStreamEncoder:
     """SSE frames for one streamed message; every method returns whole frames (``b""`` when
-    there is nothing to send). Tracks the open content block: text and each tool call get a
-    block of their own, numbered in order."""
+    there is nothing to send). Tracks the open content block: a run of thinking, text and
+    each tool call get a block of their own, numbered in order."""
 
     def __init__(self, *, id: str, model: str) -> None:
         self.id = id
         self.model = model
-        self._open: tuple[str, int] | None = None  # ("text", -1) or ("tool", IR index)
+        #: ("text", -1), ("thinking", -1) or ("tool", IR index)
+        self._open: tuple[str, int] | None = None
         self._blocks = 0  # blocks opened so far (the next one's index)
 
     @staticmethod
@@ -154,6 +181,15 @@ class MessageStreamEncoder:
         return out + self._frame("content_block_delta", {
             "type": "content_block_delta", "index": self._blocks - 1,
             "delta": {"type": "text_delta", "text": text}})
+
+    def reasoning(self, text: str) -> bytes:
+        """A piece of the model's thinking: a ``thinking_delta`` of the open ``thinking``
+        block (opened with an empty ``signature``, which no ``signature_delta`` follows)."""
+        out = b"" if self._open == ("thinking", -1) else self._open_block(
+            ("thinking", -1), _thinking(""))
+        return out + self._frame("content_block_delta", {
+            "type": "content_block_delta", "index": self._blocks - 1,
+            "delta": {"type": "thinking_delta", "thinking": text}})
 
     def tool_call(self, delta: ToolCallDelta) -> bytes:
         """A call's first delta (with its id and name) opens its ``tool_use`` block; argument

@@ -53,6 +53,19 @@ class _Metadata(msgspec.Struct, kw_only=True):
     user_id: str | None = None
 
 
+class _Thinking(msgspec.Struct, kw_only=True):
+    """``thinking``: ``enabled`` (with ``budget_tokens``), ``disabled``, ``adaptive`` or
+    ``between_tools``; ``display`` ``summarized`` or ``omitted``."""
+
+    type: str
+    budget_tokens: int | None = None
+    display: str | None = None
+
+
+class _OutputConfig(msgspec.Struct, kw_only=True):
+    effort: str | None = None  # ``format`` (structured output) is not read
+
+
 class _Request(msgspec.Struct, kw_only=True):
     model: str
     max_tokens: int
@@ -66,3 +79,5 @@ class _Request(msgspec.Struct, kw_only=True):
     tools: list[_Tool] | None = None
     tool_choice: _ToolChoice | None = None
     metadata: _Metadata | None = None
+    thinking: _Thinking | None = None
+    output_config: _OutputConfig | None = None

@@ -13,7 +13,18 @@ import msgspec
 from msgspec import UnsetType
 
 from ._openai_wire import _Message, _Part, _Request, _Tool, _ToolCall
-from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
+from ._reasoning_wire import OPENAI_EFFORTS, effort
+from ._request import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
 from ._validation import (
     INT32_MAX,
     TOOL_NAME,
@@ -78,7 +89,18 @@ def _convert(w: _Request) -> ChatRequest:
         response_format=_response_format(w.response_format),
         user=w.user,
         conversation=check_id("prompt_cache_key", w.prompt_cache_key),
+        reasoning=_reasoning(w.reasoning_effort),
     )
+
+
+def _reasoning(value: str | None) -> Reasoning | None:
+    """``reasoning_effort`` (what the openai SDK takes; ``xhigh`` and ``max`` are ``high``):
+    the model's thinking is wanted back unless the level is ``none`` (it comes back as
+    ``reasoning_content``)."""
+    if value is None:
+        return None
+    level = effort("reasoning_effort", value, OPENAI_EFFORTS)
+    return Reasoning(effort=level, show=level != "none")
 
 
 def _refuse_legacy_functions(w: _Request) -> None:

@@ -1,4 +1,10 @@
-"""Encoding IR events as OpenAI ``chat.completion`` bodies and ``chat.completion.chunk`` SSE."""
+"""Encoding IR events as OpenAI ``chat.completion`` bodies and ``chat.completion.chunk`` SSE.
+
+The model's thinking (:class:`ReasoningDelta`) goes out as ``reasoning_content``, the name
+DeepSeek's API gave it and OpenAI-compatible clients read: ``delta.reasoning_content`` chunks
+beside the ``content`` ones, ``message.reasoning_content`` in a whole completion. Whether it
+goes out at all (the request asked for it) is the HTTP edge's business.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,16 @@ from typing import Final
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ._events import Event, FinishReason, Start, Stop, TextDelta, ToolCallDelta, Usage
+from ._events import (
+    Event,
+    FinishReason,
+    ReasoningDelta,
+    Start,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 DONE: Final = b"data: [DONE]\n\n"
 _KEEPALIVE: Final = b": keepalive\n\n"
@@ -27,11 +42,16 @@ class _PromptDetails(msgspec.Struct, kw_only=True):
     cache_write_tokens: int
 
 
+class _CompletionDetails(msgspec.Struct, kw_only=True):
+    reasoning_tokens: int
+
+
 class _UsageOut(msgspec.Struct, kw_only=True):
     prompt_tokens: int  # the cached ones included
     completion_tokens: int
     total_tokens: int
     prompt_tokens_details: _PromptDetails
+    completion_tokens_details: _CompletionDetails
 
 
 class _FunctionDelta(msgspec.Struct, kw_only=True):
@@ -49,6 +69,7 @@ class _ToolCallDeltaOut(msgspec.Struct, kw_only=True):
 class _Delta(msgspec.Struct, kw_only=True):
     role: str | UnsetType = UNSET
     content: str | UnsetType = UNSET
+    reasoning_content: str | UnsetType = UNSET
     tool_calls: list[_ToolCallDeltaOut] | UnsetType = UNSET
 
 
@@ -82,6 +103,7 @@ class _ToolCallOut(msgspec.Struct, kw_only=True):
 class _MessageOut(msgspec.Struct, kw_only=True):
     role: str = "assistant"
     content: str | None
+    reasoning_content: str | UnsetType = UNSET
     refusal: None = None
     tool_calls: list[_ToolCallOut] | UnsetType = UNSET
 
@@ -119,7 +141,9 @@ _ENCODER: Final = msgspec.json.Encoder()
 def _usage(u: Usage) -> _UsageOut:
     return _UsageOut(prompt_tokens=u.prompt_tokens, completion_tokens=u.completion_tokens,
                      total_tokens=u.total_tokens, prompt_tokens_details=_PromptDetails(
-                         cached_tokens=u.cached_tokens, cache_write_tokens=u.cache_write_tokens))
+                         cached_tokens=u.cached_tokens, cache_write_tokens=u.cache_write_tokens),
+                     completion_tokens_details=_CompletionDetails(
+                         reasoning_tokens=u.reasoning_tokens))
 
 
 def error_body(*, message: str, type: str, code: str | None = None,
@@ -159,6 +183,10 @@ class ChunkEncoder:
 
     def text(self, text: str) -> bytes:
         return self._frame(_Delta(content=text))
+
+    def reasoning(self, text: str) -> bytes:
+        """A piece of the model's thinking: ``{"reasoning_content": ...}``, no ``content``."""
+        return self._frame(_Delta(reasoning_content=text))
 
     def tool_call(self, delta: ToolCallDelta) -> bytes:
         """A tool-call fragment; ``id``, ``type`` and ``name`` only when the delta has them."""
@@ -206,8 +234,9 @@ class _ToolCallAcc:
 class CompletionBuilder:
     """Accumulates one job's events into a non-streamed ``chat.completion`` body.
 
-    Only :class:`Start`, :class:`TextDelta`, :class:`ToolCallDelta`, :class:`Usage` and
-    :class:`Stop` matter; other events are ignored (errors are the caller's business).
+    Only :class:`Start`, :class:`TextDelta`, :class:`ReasoningDelta` (``reasoning_content``),
+    :class:`ToolCallDelta`, :class:`Usage` and :class:`Stop` matter; other events are ignored
+    (errors are the caller's business).
     """
 
     def __init__(self, *, id: str, created: int, model: str) -> None:
@@ -217,6 +246,7 @@ class CompletionBuilder:
         self.finish_reason: FinishReason = "stop"
         self.usage: Usage | None = None
         self._text: list[str] = []
+        self._reasoning: list[str] = []
         self._tools: dict[int, _ToolCallAcc] = {}
 
     @property
@@ -228,6 +258,8 @@ class CompletionBuilder:
         match event:
             case TextDelta(text=text):
                 self._text.append(text)
+            case ReasoningDelta(text=text):
+                self._reasoning.append(text)
             case ToolCallDelta():
                 acc = self._tools.get(event.index)
                 if acc is None:
@@ -256,6 +288,7 @@ class CompletionBuilder:
             tool_calls.append(_ToolCallOut(id=acc.id, function=function))
         text = self.text
         message = _MessageOut(content=None if tool_calls and not text else text,
+                              reasoning_content="".join(self._reasoning) or UNSET,
                               tool_calls=tool_calls or UNSET)
         completion = _Completion(
             id=self.id, created=self.created, model=self.model,

@@ -81,3 +81,4 @@ class _Request(msgspec.Struct, kw_only=True):
     function_call: Any | UnsetType = UNSET
     response_format: dict[str, Any] | None = None
     user: str | None = None
+    reasoning_effort: str | None = None

@@ -14,6 +14,9 @@
 - ``text.format`` (``text``, ``json_object``, ``json_schema`` with ``name``/``schema``/
   ``strict``) → the IR's ``response_format`` in Chat Completions' shape;
 - ``max_output_tokens``, ``temperature``, ``top_p``, ``user``, ``stream``;
+- ``reasoning``: ``effort`` (what the openai SDK takes; ``xhigh`` and ``max`` are ``high``)
+  and ``summary`` (``auto``, ``concise``, ``detailed``; the deprecated ``generate_summary``
+  too): a summary asked for is the model's thinking wanted back (a ``reasoning`` output item);
 - ``previous_response_id`` (the HTTP edge puts that answer's conversation first, or refuses
   with a 400), ``store`` (``false``: this answer is not kept for a later
   ``previous_response_id``) and ``prompt_cache_key`` (the conversation's name: ADR 0023).
@@ -27,7 +30,18 @@ from typing import Any, Final
 
 import msgspec
 
-from ._request import ChatRequest, ImagePart, Message, Part, Role, TextPart, ToolCall, ToolSpec
+from ._reasoning_wire import OPENAI_EFFORTS, effort
+from ._request import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    Part,
+    Reasoning,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolSpec,
+)
 from ._validation import (
     INT32_MAX,
     TOOL_NAME,
@@ -77,6 +91,12 @@ class _Text(msgspec.Struct, kw_only=True):
     format: _Format | None = None
 
 
+class _Reasoning(msgspec.Struct, kw_only=True):
+    effort: str | None = None
+    summary: str | None = None
+    generate_summary: str | None = None  # the deprecated name of ``summary``
+
+
 class _Request(msgspec.Struct, kw_only=True):
     model: str
     input: str | list[_Item]
@@ -93,6 +113,7 @@ class _Request(msgspec.Struct, kw_only=True):
     store: bool | None = None
     previous_response_id: str | None = None
     prompt_cache_key: str | None = None
+    reasoning: _Reasoning | None = None
 
 
 _DECODER: Final = msgspec.json.Decoder(_Request)
@@ -100,6 +121,7 @@ _ROLES: Final[dict[str, Role]] = {"user": "user", "assistant": "assistant",
                                   "system": "system", "developer": "developer"}
 _TEXT_PARTS: Final = frozenset({"input_text", "output_text", "text"})
 _CHOICES: Final = ("auto", "none", "required")
+_SUMMARIES: Final = ("auto", "concise", "detailed")
 #: The most of a dropped tool's name (or type) named in ``ChatRequest.dropped``.
 DROPPED_CHARS: Final = 128
 
@@ -146,7 +168,23 @@ def _convert(w: _Request) -> ChatRequest:
         conversation=w.prompt_cache_key,
         previous_response_id=w.previous_response_id,
         store=w.store is not False,
+        reasoning=_reasoning(w.reasoning),
     )
+
+
+def _reasoning(r: _Reasoning | None) -> Reasoning | None:
+    """``reasoning``, or ``None`` when it asks nothing (so the cache key is as before)."""
+    if r is None:
+        return None
+    level = None if r.effort is None else effort("reasoning.effort", r.effort, OPENAI_EFFORTS)
+    param, summary = ("reasoning.summary", r.summary) if r.summary is not None \
+        else ("reasoning.generate_summary", r.generate_summary)
+    if summary is not None and summary not in _SUMMARIES:
+        raise invalid(param, f"expected one of {', '.join(_SUMMARIES)}, got {summary!r}.")
+    if level is None and summary is None:
+        return None
+    return Reasoning(effort=level, summary=summary,
+                     show=summary is not None and level != "none")
 
 
 def _dropped(t: _Tool) -> str:

@@ -1,10 +1,14 @@
 """Encoding IR events as OpenAI Responses: a ``response`` object, or its SSE event sequence.
 
-Output items in order: the assistant ``message`` (one ``output_text`` part) when there is text,
-then one ``function_call`` item per call. Stream: ``response.created``,
-``response.in_progress``; per item ``response.output_item.added``, for text
-``response.content_part.added`` → ``response.output_text.delta``… → ``response.output_text.done``
-→ ``response.content_part.done``, for a call ``response.function_call_arguments.delta``… →
+Output items in the order they began: a ``reasoning`` item (one ``summary_text``) per run of
+the model's thinking (:class:`ReasoningDelta`; the HTTP edge passes it on only when the request
+asked for a summary), the assistant ``message`` (one ``output_text`` part) when there is text,
+one ``function_call`` item per call. Stream: ``response.created``, ``response.in_progress``;
+per item ``response.output_item.added``, for thinking ``response.reasoning_summary_part.added``
+→ ``response.reasoning_summary_text.delta``… → ``response.reasoning_summary_text.done`` →
+``response.reasoning_summary_part.done``, for text ``response.content_part.added`` →
+``response.output_text.delta``… → ``response.output_text.done`` →
+``response.content_part.done``, for a call ``response.function_call_arguments.delta``… →
 ``response.function_call_arguments.done``; ``response.output_item.done``; then
 ``response.completed`` with the whole response. A failure after content is an ``error`` event
 and ``response.failed``, never ``response.completed``. Every event carries ``sequence_number``.
@@ -19,10 +23,20 @@ from typing import Any, Final
 
 import msgspec
 
-from ._events import Event, FinishReason, Start, Stop, TextDelta, ToolCallDelta, Usage
+from ._events import (
+    Event,
+    FinishReason,
+    ReasoningDelta,
+    Start,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from ._request import Message, TextPart, ToolCall
 
 _ENCODER: Final = msgspec.json.Encoder()
+_THINKING: Final = -2  # the stream's open item is the last reasoning item (-1: the message)
 
 
 def response_id() -> str:
@@ -41,7 +55,26 @@ def _usage(u: Usage | None) -> dict[str, Any] | None:
             "input_tokens_details": {"cached_tokens": u.cached_tokens,
                                      "cache_write_tokens": u.cache_write_tokens},
             "output_tokens": u.completion_tokens,
-            "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": u.total_tokens}
+            "output_tokens_details": {"reasoning_tokens": u.reasoning_tokens},
+            "total_tokens": u.total_tokens}
+
+
+class _Thought:
+    """One run of the model's thinking: a ``reasoning`` item with one ``summary_text``."""
+
+    __slots__ = ("item_id", "output_index", "text")
+
+    def __init__(self, output_index: int) -> None:
+        self.item_id = _item_id("rs")
+        self.output_index = output_index
+        self.text: list[str] = []
+
+    def part(self) -> dict[str, str]:
+        return {"type": "summary_text", "text": "".join(self.text)}
+
+    def item(self, status: str) -> dict[str, Any]:
+        return {"id": self.item_id, "type": "reasoning",
+                "summary": [self.part()] if status == "completed" else []}
 
 
 class _Call:
@@ -71,6 +104,7 @@ class _Answer:
         self.text: list[str] = []
         self.message_index: int | None = None  # the message's output index, once it has text
         self.calls: dict[int, _Call] = {}  # IR index -> call
+        self.thoughts: list[_Thought] = []
         self.items = 0
         self.usage: Usage | None = None
         self.finish: FinishReason = "stop"
@@ -81,6 +115,13 @@ class _Answer:
             if status == "completed" else []
         return {"id": self.message_id, "type": "message", "status": status,
                 "role": "assistant", "content": content}
+
+    def think(self) -> _Thought:
+        """A new run of thinking: the next output item."""
+        thought = _Thought(self.items)
+        self.items += 1
+        self.thoughts.append(thought)
+        return thought
 
     def message(self) -> Message:
         """The answer as the client echoes it back in a later ``input``: its text, then its
@@ -97,6 +138,7 @@ class _Answer:
         if self.message_index is not None:
             items.append((self.message_index, self.message_item("completed")))
         items += [(c.output_index, c.item("completed")) for c in self.calls.values()]
+        items += [(t.output_index, t.item("completed")) for t in self.thoughts]
         return [item for _, item in sorted(items, key=lambda pair: pair[0])]
 
     def response(self, status: str, *, error: dict[str, str] | None = None) -> dict[str, Any]:
@@ -118,10 +160,18 @@ class ResponseBuilder:
 
     def __init__(self, *, id: str, model: str) -> None:
         self._answer = _Answer(id=id, model=model)
+        self._thinking = False  # thinking came after the last text or call
 
     def add(self, event: Event) -> None:
         a = self._answer
+        if isinstance(event, TextDelta | ToolCallDelta):
+            self._thinking = False
         match event:
+            case ReasoningDelta(text=text) if text:
+                if not self._thinking:
+                    self._thinking = True
+                    a.think()
+                a.thoughts[-1].text.append(text)
             case TextDelta(text=text):
                 if a.message_index is None:
                     a.message_index, a.items = a.items, a.items + 1
@@ -155,7 +205,8 @@ class ResponseStreamEncoder:
     def __init__(self, *, id: str, model: str) -> None:
         self._answer = _Answer(id=id, model=model)
         self._sequence = 0
-        self._open: int | None = None  # the IR index of the open call, or -1 for the message
+        #: The open item: the IR index of a call, -1 for the message, ``_THINKING``.
+        self._open: int | None = None
 
     @property
     def model(self) -> str:
@@ -184,6 +235,17 @@ class ResponseStreamEncoder:
         self._open = None
         if open_ is None:
             return b""
+        if open_ == _THINKING:
+            thought = a.thoughts[-1]
+            where = {"item_id": thought.item_id, "output_index": thought.output_index,
+                     "summary_index": 0}
+            return (self._frame("response.reasoning_summary_text.done", **where,
+                                text=thought.part()["text"])
+                    + self._frame("response.reasoning_summary_part.done", **where,
+                                  part=thought.part())
+                    + self._frame("response.output_item.done",
+                                  output_index=thought.output_index,
+                                  item=thought.item("completed")))
         if open_ == -1:
             assert a.message_index is not None
             text = "".join(a.text)
@@ -200,6 +262,25 @@ class ResponseStreamEncoder:
                             output_index=call.output_index, arguments="".join(call.arguments))
                 + self._frame("response.output_item.done", output_index=call.output_index,
                               item=call.item("completed")))
+
+    def reasoning(self, text: str) -> bytes:
+        """A piece of the model's thinking; a run of them is one ``reasoning`` item."""
+        a = self._answer
+        out = b""
+        if self._open != _THINKING:
+            out = self._close()
+            thought = a.think()
+            out += self._frame("response.output_item.added", output_index=thought.output_index,
+                               item=thought.item("in_progress"))
+            out += self._frame("response.reasoning_summary_part.added",
+                               item_id=thought.item_id, output_index=thought.output_index,
+                               summary_index=0, part={"type": "summary_text", "text": ""})
+            self._open = _THINKING
+        thought = a.thoughts[-1]
+        thought.text.append(text)
+        return out + self._frame("response.reasoning_summary_text.delta",
+                                 item_id=thought.item_id, output_index=thought.output_index,
+                                 summary_index=0, delta=text)
 
     def text(self, text: str) -> bytes:
         a = self._answer

@@ -4,11 +4,12 @@ Both CLIs wrap Anthropic's streaming events in ``stream_event`` lines, print eac
 message as an ``assistant`` line and end with a ``result``; both name the tools of OLP's bridge
 (the MCP server ``olp``) ``mcp__olp__<name>``. :class:`StreamJsonParser` reads what they share:
 a bridge not connected at ``system/init`` → ``TOOL_BRIDGE_FAILED``; ``text_delta`` →
-:class:`TextDelta`; a bridge ``tool_use`` block (streamed, or whole in an ``assistant``
-message) → :class:`ToolCallDelta`; ``result`` → an error at once, or text, :class:`Usage`
-and the :class:`Stop` at the exit (:func:`~olp.providers._finish.exit_event`). Odd lines give
-nothing; after a terminal event, nothing more. Each CLI's parser subclasses it and fills in
-what differs through the hooks. The line schemas: ``tests/fixtures/cli-reference/claude/`` and
+:class:`TextDelta`; ``thinking_delta`` → :class:`ReasoningDelta`; a bridge ``tool_use`` block
+(streamed, or whole in an ``assistant`` message) → :class:`ToolCallDelta`; ``result`` → an
+error at once, or text, :class:`Usage` and the :class:`Stop` at the exit
+(:func:`~olp.providers._finish.exit_event`). Odd lines give nothing; after a terminal event,
+nothing more. Each CLI's parser subclasses it and fills in what differs through the hooks.
+The line schemas: ``tests/fixtures/cli-reference/claude/`` and
 ``tests/fixtures/cli-reference/qwen/`` (``README.md``).
 """
 
@@ -23,7 +24,16 @@ import msgspec
 
 from olp.actors._toolbridge import SERVER_NAME
 from olp.failures import Code, failure
-from olp.ir import Error, Event, FinishReason, Stop, TextDelta, ToolCallDelta, Usage
+from olp.ir import (
+    Error,
+    Event,
+    FinishReason,
+    ReasoningDelta,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 from ._finish import exit_event
 from ._jsonl import Envelope, JsonLinesParser
@@ -46,11 +56,22 @@ class Init(msgspec.Struct):
     mcp_servers: list[_McpServer] = []
 
 
+class OutputDetails(msgspec.Struct):
+    thinking_tokens: int | None = None
+
+
 class TokenUsage(msgspec.Struct):
     input_tokens: int | None = None
     cache_creation_input_tokens: int | None = None
     cache_read_input_tokens: int | None = None
     output_tokens: int | None = None
+    output_tokens_details: OutputDetails | None = None
+
+    @property
+    def thinking_tokens(self) -> int:
+        """Of the output tokens, those spent thinking (0 when not reported)."""
+        details = self.output_tokens_details
+        return (details.thinking_tokens or 0) if details is not None else 0
 
 
 class _SseMessage(msgspec.Struct):
@@ -62,6 +83,7 @@ class _SseMessage(msgspec.Struct):
 class _SseDelta(msgspec.Struct):
     type: str = ""
     text: str | None = None
+    thinking: str | None = None
     partial_json: str | None = None
     stop_reason: str | None = None
 
@@ -69,6 +91,7 @@ class _SseDelta(msgspec.Struct):
 class Block(msgspec.Struct):
     type: str = ""
     text: str | None = None
+    thinking: str | None = None
     id: str | None = None
     name: str | None = None
     input: Any = None
@@ -181,6 +204,10 @@ class StreamJsonParser(JsonLinesParser):
         """A streamed piece of text (non-empty)."""
         return self._text(text)
 
+    def _thinking_delta(self, line: StreamEvent, text: str) -> Sequence[Event]:
+        """A streamed piece of the model's thinking (non-empty)."""
+        return (ReasoningDelta(text=text),)
+
     def _holds(self, text: str) -> bool:
         """Whether ``text`` (held text and the new delta) must wait for what follows."""
         return False
@@ -260,6 +287,8 @@ class StreamJsonParser(JsonLinesParser):
                 return (ToolCallDelta(index=call, arguments=delta.partial_json),)
             if delta.type == "text_delta" and delta.text:
                 return self._text_delta(line, delta.text)
+            if delta.type == "thinking_delta" and delta.thinking:
+                return self._thinking_delta(line, delta.thinking)
             return ()
         if event.type == "message_delta":
             return self._message_delta(event)

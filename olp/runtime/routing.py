@@ -91,7 +91,7 @@ def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
         else:
             c = known.capabilities
             caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode,
-                                reasoning=tuple(getattr(c, "reasoning", ())))
+                                reasoning=tuple(c.reasoning))
             window = known.context_window
             model = known.model
     logins = logins if logins is not None else (Login(DEFAULT_ACCOUNT, True),)

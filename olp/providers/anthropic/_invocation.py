@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
@@ -28,7 +28,7 @@ from olp.actors._toolbridge import (
     tool_instruction,
     tools_file_text,
 )
-from olp.ir import ChatRequest, ImagePart
+from olp.ir import ChatRequest, Effort, ImagePart, Reasoning
 from olp.providers._images import decode_image_url
 from olp.providers._prompt import flatten_prompt, json_instruction, system_text
 
@@ -45,6 +45,17 @@ LOCKDOWN_ARGS: Final = ("--tools", "", "--strict-mcp-config", "--setting-sources
 # 2.1.332 then starts no MCP server at all), so it is left out; what only it kept away (the
 # managed /etc/claude-code CLAUDE.md and agents) is outside the sandbox's view of /etc.
 TOOLS_LOCKDOWN_ARGS: Final = tuple(a for a in LOCKDOWN_ARGS if a != "--safe-mode")
+#: A level of OLP's scale → claude's ``--effort`` (2.1.332 has low, medium, high, xhigh, max,
+#: and silently sends the model's default for any other word, so ``minimal`` must be mapped).
+#: Sent as ``output_config.effort`` by the models with adaptive thinking (opus, sonnet).
+EFFORT_LEVELS: Final[Mapping[Effort, str]] = {
+    "minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+#: A level → the thinking budget for the models that take one instead (claude-haiku-4-5 sends
+#: ``thinking.budget_tokens`` from ``--max-thinking-tokens`` and ignores ``--effort``; the
+#: adaptive models ignore the budget). The inverse of ``effort_for_budget``; claude clamps a
+#: budget to 1024..max_tokens-1 itself (its default for haiku: 31999).
+THINKING_BUDGETS: Final[Mapping[Effort, int]] = {
+    "minimal": 1024, "low": 4096, "medium": 16384, "high": 31999}
 
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
@@ -52,10 +63,11 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     """``claude -p`` in stream-json mode both ways: the user turn is one JSON line on stdin
     (:func:`user_line`), the system text in a file.
 
-    Everything but stdin depends only on the system text, the model, the offered tools and
-    ``extra_args``, never on the conversation: a claude started ahead of time waits on stdin
-    for its turn (``--input-format stream-json`` waits indefinitely), so a warm process
-    bound to those can take any request that shares them (``olp/actors/_warm.py``).
+    Everything but stdin depends only on the system text, the model, the offered tools, the
+    reasoning asked for (:func:`reasoning_args`) and ``extra_args``, never on the
+    conversation: a claude started ahead of time waits on stdin for its turn
+    (``--input-format stream-json`` waits indefinitely), so a warm process bound to those can
+    take any request that shares them (``olp/actors/_warm.py``).
 
     The system text is every system/developer message joined by blank lines, or
     :data:`DEFAULT_SYSTEM_PROMPT` when there is none (so claude's long agent prompt is not
@@ -94,9 +106,34 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
         "--verbose",
         "--include-partial-messages", *lockdown, *tool_args, "--no-session-persistence",
         "--model", model, "--system-prompt-file", str(workdir / SYSTEM_PROMPT_FILE),
-        *extra_args,
+        *reasoning_args(request.reasoning), *extra_args,
     ]
     return Invocation(argv=argv, stdin=user_line(prompt, images), files=files)
+
+
+def reasoning_args(reasoning: Reasoning | None) -> list[str]:
+    """claude's flags for the request's reasoning (none when it asked nothing).
+
+    ``none`` → ``--thinking disabled`` (``thinking: {"type": "disabled"}`` upstream). Another
+    effort → ``--effort`` (:data:`EFFORT_LEVELS`) and ``--max-thinking-tokens`` (the request's
+    budget, else :data:`THINKING_BUDGETS`): each model family reads the one it has. ``show``
+    → ``--thinking-display summarized``: in stream-json mode claude asks for ``display:
+    "updates"``, under which the API sends reasoning blocks without their text. Measured with
+    claude 2.1.332: ``tests/fixtures/cli-reference/claude/reasoning/README.md``."""
+    if reasoning is None:
+        return []
+    if reasoning.effort == "none":
+        return ["--thinking", "disabled"]
+    args: list[str] = []
+    if reasoning.effort is not None:
+        args += ["--effort", EFFORT_LEVELS[reasoning.effort]]
+    budget = reasoning.budget_tokens or (
+        THINKING_BUDGETS[reasoning.effort] if reasoning.effort is not None else None)
+    if budget is not None:
+        args += ["--max-thinking-tokens", str(budget)]
+    if reasoning.show:
+        args += ["--thinking-display", "summarized"]
+    return args
 
 
 def user_line(prompt: str, images: Sequence[tuple[str, bytes]] = ()) -> bytes:

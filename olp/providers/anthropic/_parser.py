@@ -1,13 +1,15 @@
 """claude ``--output-format stream-json --verbose --include-partial-messages`` → IR events.
 
-What claude shares with qwen (text deltas, the bridge's ``tool_use`` blocks, ``result``, the
-exit) is read by :class:`~olp.providers._stream_json.StreamJsonParser`; this parser adds
-claude's own: ``rate_limit_event`` → one :class:`QuotaReport` per window, ``system/api_retry``
-→ :class:`Retrying`, a new model → :class:`Start`, the text of an ``assistant`` message that
-was not streamed as deltas, a ``message_delta`` ``tool_use`` after bridge calls →
-:class:`Usage` and the terminal ``Stop(finish_reason="tool_calls")``, a stalled stream
-abandoned after text → ``STREAM_ABANDONED``, an API-error message kept for classification. A
-``tool_use`` of another tool is claude's own: not reported. Every line and every exit:
+What claude shares with qwen (text and thinking deltas, the bridge's ``tool_use`` blocks,
+``result``, the exit) is read by :class:`~olp.providers._stream_json.StreamJsonParser`; this
+parser adds claude's own: ``rate_limit_event`` → one :class:`QuotaReport` per window,
+``system/api_retry`` → :class:`Retrying`, a new model → :class:`Start`, the text (and the
+thinking, as :class:`ReasoningDelta`) of an ``assistant`` message that was not streamed as
+deltas, the usage's ``output_tokens_details.thinking_tokens`` as reasoning tokens, a
+``message_delta`` ``tool_use`` after bridge calls → :class:`Usage` and the terminal
+``Stop(finish_reason="tool_calls")``, a stalled stream abandoned after text →
+``STREAM_ABANDONED``, an API-error message kept for classification. A ``tool_use`` of another
+tool is claude's own: not reported. Every line and every exit:
 ``tests/fixtures/cli-reference/claude/README.md``, "How OLP reads stdout".
 """
 
@@ -25,6 +27,7 @@ from olp.ir import (
     Event,
     FinishReason,
     QuotaReport,
+    ReasoningDelta,
     Retrying,
     Start,
     Stop,
@@ -93,6 +96,8 @@ class AnthropicParser(StreamJsonParser):
         self._current_id: str | None = None
         self._delta_ids: set[str] = set()
         self._deltas_since_assistant = False
+        self._thinking_ids: set[str] = set()  # messages whose thinking came as deltas
+        self._thinking_since_assistant = False
         self._input_usage: TokenUsage | None = None  # of the current message (message_start)
 
     def _other(self, envelope: Envelope, line: bytes) -> Sequence[Event]:
@@ -127,9 +132,10 @@ class AnthropicParser(StreamJsonParser):
             return ()
         self._terminal = Stop(finish_reason="tool_calls")
         output = event.usage.output_tokens if event.usage is not None else None
-        if output is None:
+        if event.usage is None or output is None:
             return (self._terminal,)
-        return (_ir_usage(self._input_usage, output), self._terminal)
+        return (_ir_usage(self._input_usage, output, event.usage.thinking_tokens),
+                self._terminal)
 
     def _text_delta(self, line: StreamEvent, text: str) -> Sequence[Event]:
         message_id = line.api_message_id or self._current_id
@@ -137,6 +143,13 @@ class AnthropicParser(StreamJsonParser):
             self._delta_ids.add(message_id)
         self._deltas_since_assistant = True
         return self._text(text)
+
+    def _thinking_delta(self, line: StreamEvent, text: str) -> Sequence[Event]:
+        message_id = line.api_message_id or self._current_id
+        if message_id is not None:
+            self._thinking_ids.add(message_id)
+        self._thinking_since_assistant = True
+        return (ReasoningDelta(text=text),)
 
     def _message_stop(self, line: StreamEvent) -> Sequence[Event]:
         if line.abandoned_blocks is None or not self._emitted_text:
@@ -151,18 +164,22 @@ class AnthropicParser(StreamJsonParser):
                                          and message.model == _SYNTHETIC_MODEL):
             self._api_error = line
             return ()
-        streamed = self._deltas_since_assistant
-        self._deltas_since_assistant = False
+        streamed, thought = self._deltas_since_assistant, self._thinking_since_assistant
+        self._deltas_since_assistant = self._thinking_since_assistant = False
         if message is None:
             return ()
         if message.id is not None:
             streamed = message.id in self._delta_ids
-        text = _text_of(message)
+            thought = message.id in self._thinking_ids
+        text = "" if streamed else _text_of(message)
+        thinking = "" if thought else _thinking_of(message)
         calls = self._whole_tool_calls(message)
-        if (streamed or not text) and not calls:
+        if not text and not thinking and not calls:
             return ()
         events: list[Event] = [*self._start(message.model)]
-        if text and not streamed:
+        if thinking:
+            events.append(ReasoningDelta(text=thinking))
+        if text:
             events.extend(self._text(text))
         return (*events, *calls)
 
@@ -173,7 +190,7 @@ class AnthropicParser(StreamJsonParser):
         return _FINISH.get(line.stop_reason or "", "stop")
 
     def _usage(self, usage: TokenUsage) -> Usage:
-        return _ir_usage(usage, usage.output_tokens or 0)
+        return _ir_usage(usage, usage.output_tokens or 0, usage.thinking_tokens)
 
     def _explain_exit(self, returncode: int, stderr_tail: bytes) -> Error | None:
         if self._answered is None and self._api_error is not None:
@@ -204,21 +221,29 @@ class AnthropicParser(StreamJsonParser):
         return (Start(model=model),)
 
 
-def _ir_usage(usage: TokenUsage | None, output: int) -> Usage:
+def _ir_usage(usage: TokenUsage | None, output: int, thinking: int = 0) -> Usage:
     """Anthropic's figures in the IR's convention: its ``input_tokens`` leaves out what was
     read from the cache (``cache_read_input_tokens``) and written to it
-    (``cache_creation_input_tokens``); the IR's prompt tokens count both."""
+    (``cache_creation_input_tokens``); the IR's prompt tokens count both. ``thinking``: of
+    the ``output`` tokens, those spent thinking."""
     if usage is None:
-        return Usage(prompt_tokens=0, completion_tokens=output)
+        return Usage(prompt_tokens=0, completion_tokens=output, reasoning_tokens=thinking)
     read, written = usage.cache_read_input_tokens or 0, usage.cache_creation_input_tokens or 0
     return Usage(prompt_tokens=(usage.input_tokens or 0) + read + written,
-                 completion_tokens=output, cached_tokens=read, cache_write_tokens=written)
+                 completion_tokens=output, cached_tokens=read, cache_write_tokens=written,
+                 reasoning_tokens=thinking)
 
 
 def _text_of(message: AssistantMessage) -> str:
     if isinstance(message.content, str):
         return message.content
     return "".join(b.text for b in message.content if b.type == "text" and b.text)
+
+
+def _thinking_of(message: AssistantMessage) -> str:
+    if isinstance(message.content, str):
+        return ""
+    return "".join(b.thinking for b in message.content if b.type == "thinking" and b.thinking)
 
 
 _T = TypeVar("_T")

@@ -1,17 +1,19 @@
 """The argv, stdin and files for one ``codex exec`` spawn. No client text ever goes on argv.
 
 ``codex exec --json --skip-git-repo-check --ephemeral --sandbox read-only --ignore-rules
-<TOOLS_OFF> -c model_catalog_json=<catalog> [<BRIDGE>] -m MODEL [--image=<path> ...]
-[--output-schema <file>] [extra_args ...] -``, the prompt on stdin (closed after it).
+<TOOLS_OFF> -c model_catalog_json=<catalog> [<BRIDGE>] -m MODEL [<REASONING>]
+[--image=<path> ...] [--output-schema <file>] [extra_args ...] -``, the prompt on stdin
+(closed after it).
 
 codex is a model here, never an agent: every built-in tool that has a switch is off
 (:data:`TOOLS_OFF`) and a model catalog holding only a placeholder (:data:`CATALOG_FILE`)
 keeps off the ones that have none. A request's tools reach the model only through OLP's
 bridge, a ``required`` MCP server (:func:`bridge_args`). System text and ``response_format``
 go at the head of the prompt (a strict ``json_schema`` also as ``--output-schema``); ``data:``
-images become ``--image`` files, any other image is :class:`CapabilityMissing`. What each flag
-does and how it was measured: ``tests/fixtures/cli-reference/codex/README.md``, "Invocation:
-why each flag".
+images become ``--image`` files, any other image is :class:`CapabilityMissing`. The request's
+reasoning becomes ``-c model_reasoning_effort`` / ``-c model_reasoning_summary``
+(:func:`reasoning_args`). What each flag does and how it was measured:
+``tests/fixtures/cli-reference/codex/README.md``, "Invocation: why each flag".
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from olp.actors._toolbridge import (
     tool_instruction,
     tools_file_text,
 )
-from olp.ir import ChatRequest, ImagePart
+from olp.ir import ChatRequest, Effort, ImagePart, Reasoning
 from olp.providers._images import IMAGE_TYPES, decode_image_url
 from olp.providers._prompt import flatten_prompt, json_instruction
 
@@ -62,6 +64,15 @@ CATALOG: Final = json.dumps({"models": [{
     "supports_search_tool": False,
 }]}, sort_keys=True)
 
+#: A level of OLP's scale → codex's ``model_reasoning_effort``, which codex 0.171.0 sends as
+#: ``reasoning.effort`` without checking it. Every model of its bundled catalog starts at
+#: ``low`` (gpt-5.5: low, medium, high, xhigh), so ``minimal`` → ``low``; ``none`` goes as it is
+#: (the models that take it turn reasoning off; the registry says which do).
+EFFORT_LEVELS: Final[Mapping[Effort, str]] = {
+    "none": "none", "minimal": "low", "low": "low", "medium": "medium", "high": "high"}
+#: The ``model_reasoning_summary`` values codex takes (``none``: no summary asked for).
+SUMMARIES: Final = ("auto", "concise", "detailed", "none")
+
 
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
@@ -80,7 +91,7 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     if tools:
         files[TOOLS_FILE] = tools_file_text(tools)
         argv += bridge_args(workdir)
-    argv += ["-m", model]
+    argv += ["-m", model, *reasoning_args(request.reasoning)]
     binary_files: dict[str, bytes] = {}
     for name, data in images:
         binary_files[name] = data
@@ -92,6 +103,24 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     argv += [*extra_args, "-"]
     return Invocation(argv=argv, stdin=prompt.encode("utf-8"), files=files,
                       binary_files=binary_files)
+
+
+def reasoning_args(reasoning: Reasoning | None) -> list[str]:
+    """codex's ``-c`` overrides for the request's reasoning (none when it asked nothing): the
+    effort (:data:`EFFORT_LEVELS`) as ``model_reasoning_effort``; the summary asked for as
+    ``model_reasoning_summary``, or ``auto`` when the client wants the thinking back without
+    naming one (codex's own default, made explicit so a config cannot turn it off). Measured
+    with codex 0.171.0: ``tests/fixtures/cli-reference/codex/reasoning/README.md``."""
+    if reasoning is None:
+        return []
+    args: list[str] = []
+    if reasoning.effort is not None:
+        args += ["-c", f"model_reasoning_effort={json.dumps(EFFORT_LEVELS[reasoning.effort])}"]
+    summary = reasoning.summary if reasoning.summary in SUMMARIES else (
+        "auto" if reasoning.show else None)
+    if summary is not None:
+        args += ["-c", f"model_reasoning_summary={json.dumps(summary)}"]
+    return args
 
 
 def bridge_args(workdir: Path) -> list[str]:

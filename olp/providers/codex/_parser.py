@@ -2,10 +2,13 @@
 
 * ``item.completed`` ``agent_message`` → one :class:`TextDelta` with its whole text (codex
   streams no token deltas; a later message of the same turn follows a blank line);
+  ``reasoning`` → one :class:`ReasoningDelta` with its text (the summary's parts joined by
+  codex; a later reasoning item follows a blank line);
 * an ``mcp_tool_call`` on OLP's bridge → one :class:`ToolCallDelta` and at once the terminal
   ``Stop(finish_reason="tool_calls")``;
-* ``turn.completed`` → :class:`Usage`; ``error`` ``Reconnecting...`` → :class:`Retrying`, any
-  other ``error`` is remembered; ``turn.failed`` → the classified terminal :class:`Error`;
+* ``turn.completed`` → :class:`Usage` (``reasoning_output_tokens`` as its reasoning tokens);
+  ``error`` ``Reconnecting...`` → :class:`Retrying`, any other ``error`` is remembered;
+  ``turn.failed`` → the classified terminal :class:`Error`;
 * the exit (:func:`~olp.providers._finish.exit_event`): a bridge that did not start →
   ``TOOL_BRIDGE_FAILED``; exit 0 after ``turn.completed`` → :class:`Stop`; else the
   remembered error, ``PROTOCOL_ERROR`` or ``CLI_FAILED``. Other lines → nothing.
@@ -26,7 +29,16 @@ import msgspec
 
 from olp.actors._toolbridge import SERVER_NAME
 from olp.failures import Code, failure
-from olp.ir import Error, Event, Retrying, Stop, TextDelta, ToolCallDelta, Usage
+from olp.ir import (
+    Error,
+    Event,
+    ReasoningDelta,
+    Retrying,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 from olp.providers._finish import exit_event
 from olp.providers._jsonl import Envelope, JsonLinesParser
 
@@ -91,6 +103,7 @@ class CodexParser(JsonLinesParser):
         self._completed = False
         self._last_error: str | None = None
         self._emitted_text = False
+        self._emitted_reasoning = False
         self._network_waits = 0
 
     def _read(self, envelope: Envelope, line: bytes) -> Sequence[Event]:
@@ -135,7 +148,13 @@ class CodexParser(JsonLinesParser):
 
     def _item(self, line: _ItemLine) -> Sequence[Event]:
         item = line.item
-        if item is None or item.type != "agent_message" or not item.text:
+        if item is None or not item.text:
+            return ()
+        if item.type == "reasoning":
+            text = MESSAGE_SEPARATOR + item.text if self._emitted_reasoning else item.text
+            self._emitted_reasoning = True
+            return (ReasoningDelta(text=text),)
+        if item.type != "agent_message":
             return ()
         text = MESSAGE_SEPARATOR + item.text if self._emitted_text else item.text
         self._emitted_text = True
@@ -149,7 +168,8 @@ class CodexParser(JsonLinesParser):
             return ()
         return (Usage(prompt_tokens=u.input_tokens or 0, completion_tokens=u.output_tokens or 0,
                       cached_tokens=u.cached_input_tokens or 0,
-                      cache_write_tokens=u.cache_write_input_tokens or 0),)
+                      cache_write_tokens=u.cache_write_input_tokens or 0,
+                      reasoning_tokens=u.reasoning_output_tokens or 0),)
 
     def _error(self, line: _ErrorLine) -> Sequence[Event]:
         message = line.message or ""

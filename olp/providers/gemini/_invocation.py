@@ -8,8 +8,10 @@ the system text replaces the CLI's agent prompt (:data:`SYSTEM_FILE`). The promp
 against slash commands (:func:`guard_prompt`) and the working directory stays empty (``@path``
 would inline its files). ``response_format`` → an instruction at the head of the prompt;
 images → :class:`CapabilityMissing`. A request's tools reach the model only through OLP's
-bridge (:func:`tools_settings`, :data:`TOOLS_POLICY`). What each setting does and how it was
-measured: ``tests/fixtures/cli-reference/gemini/README.md``, "Invocation: why each setting".
+bridge (:func:`tools_settings`, :data:`TOOLS_POLICY`). The request's reasoning effort becomes
+the thinking settings of gemini-cli's own model aliases (:func:`thinking_settings`). What each
+setting does and how it was measured: ``tests/fixtures/cli-reference/gemini/README.md``,
+"Invocation: why each setting".
 
 A conversation with earlier text turns goes as a session file instead (``_history.py``):
 ``--session-file`` names it on argv (a path in the private home, as the CLI sees it), the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -33,7 +35,7 @@ from olp.actors._toolbridge import (
     tool_instruction,
     tools_file_text,
 )
-from olp.ir import ChatRequest, ImagePart
+from olp.ir import ChatRequest, Effort, ImagePart, Reasoning
 from olp.providers._prompt import flatten_prompt, json_instruction, system_text
 
 from ._credentials import API_KEY_AUTH, AUTH_TYPE_VAR
@@ -80,6 +82,17 @@ POLICY: Final = '[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 999\n'
 TOOLS_POLICY: Final = (f'[[rule]]\nmcpName = "{SERVER_NAME}"\ntoolName = "*"\n'
                        'decision = "allow"\npriority = 999\n\n'
                        '[[rule]]\ntoolName = "*"\ndecision = "deny"\npriority = 998\n')
+#: A level of OLP's scale → the ``thinkingBudget`` of gemini-cli's ``chat-base-2.5`` alias (the
+#: gemini 2.5 models; 0 turns thinking off where the model allows it, not on 2.5 pro), and the
+#: range the API takes on 2.5 pro (a client's Messages budget is clamped into it).
+THINKING_BUDGETS: Final[Mapping[Effort, int]] = {
+    "none": 0, "minimal": 1024, "low": 4096, "medium": 16384, "high": 32768}
+BUDGET_RANGE: Final = (128, 32768)
+#: A level → the ``thinkingLevel`` of its ``chat-base-3`` alias (the gemini 3 models: LOW and
+#: HIGH on the pro models, also MINIMAL and MEDIUM on flash). ``none`` has none: gemini 3
+#: cannot stop thinking.
+THINKING_LEVELS: Final[Mapping[Effort, str]] = {
+    "minimal": "LOW", "low": "LOW", "medium": "MEDIUM", "high": "HIGH"}
 #: Always in the spawn's environment (after the provider's ``env``: not overridable).
 FIXED_ENV: Final = {"GEMINI_CLI_NO_RELAUNCH": "true"}
 BASE_ARGS: Final = ("-p", "", "-o", "stream-json")
@@ -126,6 +139,33 @@ def tools_settings(home: Path) -> dict[str, Any]:
     return settings
 
 
+def thinking_settings(reasoning: Reasoning | None) -> dict[str, Any] | None:
+    """The ``modelConfigs`` setting for the request's effort, or ``None`` (no effort asked).
+
+    gemini-cli 0.61.0 takes its thinking config from its model aliases: ``-m gemini-2.5-pro``
+    resolves through ``chat-base-2.5`` (``thinkingConfig.thinkingBudget``, default 8192), a
+    gemini 3 model through ``chat-base-3`` (``thinkingLevel``, default ``HIGH``). Both are
+    redefined here (``customAliases``, extending ``chat-base`` as the built-in ones do, so
+    ``includeThoughts`` stays); the one the model does not use changes nothing. An
+    ``overrides`` entry matching the model worked for 2.5 but not for gemini 3 (measured:
+    ``tests/fixtures/cli-reference/gemini/reasoning/README.md``)."""
+    if reasoning is None or reasoning.effort is None:
+        return None
+    effort = reasoning.effort
+    budget = THINKING_BUDGETS[effort]
+    if effort != "none" and reasoning.budget_tokens is not None:
+        budget = min(max(reasoning.budget_tokens, BUDGET_RANGE[0]), BUDGET_RANGE[1])
+    aliases = {"chat-base-2.5": _thinking_alias({"thinkingBudget": budget})}
+    if effort in THINKING_LEVELS:
+        aliases["chat-base-3"] = _thinking_alias({"thinkingLevel": THINKING_LEVELS[effort]})
+    return {"customAliases": aliases}
+
+
+def _thinking_alias(thinking: dict[str, Any]) -> dict[str, Any]:
+    return {"extends": "chat-base",
+            "modelConfig": {"generateContentConfig": {"thinkingConfig": thinking}}}
+
+
 def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: Path,
                      extra_args: Sequence[str] = ()) -> Invocation:
     """The spawn for one request (details in the module docstring). Raises
@@ -151,5 +191,9 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
         home_files[SETTINGS_FILE] = _text(history_settings(SETTINGS))
         argv += [SESSION_FLAG, str(home / SESSION_FILE)]
         prompt = guard_turn(last.text())
+    thinking = thinking_settings(request.reasoning)
+    if thinking is not None:
+        home_files[SETTINGS_FILE] = _text(
+            {**json.loads(home_files[SETTINGS_FILE]), "modelConfigs": thinking})
     env = {**FIXED_ENV, "GEMINI_SYSTEM_MD": str(system_md)}
     return Invocation(argv=argv, stdin=prompt.encode("utf-8"), env=env, home_files=home_files)

@@ -1,13 +1,14 @@
 """qwen ``-o stream-json --include-partial-messages`` → IR events.
 
-What qwen shares with claude (text deltas, the bridge's ``tool_use`` blocks, ``result``, the
-exit) is read by :class:`~olp.providers._stream_json.StreamJsonParser`; this parser adds
-qwen's own: ``system/init`` listing a built-in tool → ``CONFIG_ERROR``; ``system/retry`` →
-:class:`Retrying` (or ``STREAM_ABANDONED`` when qwen would continue printed text from a new
-request); text that is or may become ``[API Error: ...]`` held until it is known to be
-content; a ``tool_use`` of a built-in tool → ``TOOL_CALL_INVALID``; an ``assistant`` message
-ending in ``tool_use`` → its calls, :class:`~olp.ir.Usage` and the terminal
-``Stop(finish_reason="tool_calls")``; a non-zero exit classified from stderr and the exit code.
+What qwen shares with claude (text and thinking deltas, the bridge's ``tool_use`` blocks,
+``result``, the exit) is read by :class:`~olp.providers._stream_json.StreamJsonParser`; this
+parser adds qwen's own: ``system/init`` listing a built-in tool → ``CONFIG_ERROR``;
+``system/retry`` → :class:`Retrying` (or ``STREAM_ABANDONED`` when qwen would continue printed
+text from a new request); text that is or may become ``[API Error: ...]`` held until it is
+known to be content; a ``tool_use`` of a built-in tool → ``TOOL_CALL_INVALID``; an
+``assistant`` message ending in ``tool_use`` → its calls, :class:`~olp.ir.Usage` and the
+terminal ``Stop(finish_reason="tool_calls")``; a non-zero exit classified from stderr and the
+exit code.
 Every line and every exit: ``tests/fixtures/cli-reference/qwen/README.md``, "How OLP reads
 stdout".
 """

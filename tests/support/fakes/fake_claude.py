@@ -79,14 +79,17 @@ TOOL_SCENARIOS = {"tools_parallel", "tools_malformed", "tools_ignore", "tools_br
 MCP_TIMEOUT_S = 10.0
 HOLD_TIMEOUT_S = 30.0
 
-# flags of claude 2.1.332 that take a value (from `claude --help`), and those that do not
+# flags of claude 2.1.332 that take a value (from `claude --help`; `--thinking`,
+# `--thinking-display` and `--max-thinking-tokens` are hidden there but accepted, measured in
+# cli-reference/claude/reasoning), and those that do not
 VALUE_FLAGS = {
     "--output-format", "--input-format", "--model", "--system-prompt", "--system-prompt-file",
     "--append-system-prompt", "--append-system-prompt-file", "--tools", "--allowedTools",
     "--allowed-tools", "--disallowedTools", "--disallowed-tools", "--permission-mode",
     "--max-budget-usd", "--fallback-model", "--json-schema", "--session-id", "--resume", "-r",
     "--mcp-config", "--effort", "--max-turns", "--settings", "--add-dir", "--agents",
-    "--setting-sources", "--betas", "--debug-file",
+    "--setting-sources", "--betas", "--debug-file", "--thinking", "--thinking-display",
+    "--max-thinking-tokens",
 }  # fmt: skip
 BOOL_FLAGS = {
     "-p", "--print", "--verbose", "--include-partial-messages", "--no-session-persistence",

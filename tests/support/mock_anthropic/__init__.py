@@ -9,6 +9,7 @@ In-process (trio)::
         "anthropic-ratelimit-unified-status": "allowed",
         "anthropic-ratelimit-unified-5h-utilization": "0.42"})
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "claude-sonnet-4-6"
+    mock.set_scenario("thinking")  # a thinking block first, as the request's `thinking` asks
 
 As a process: ``PYTHONPATH=tests/support python -m mock_anthropic --port 0 --scenario success``
 prints ``LISTENING http://127.0.0.1:PORT`` once bound and serves until SIGTERM/SIGINT;

@@ -35,6 +35,8 @@ _OPTIONS = [
     Option("--ratelimit-headers",
            'more response headers, e.g. \'{"anthropic-ratelimit-unified-status": "allowed"}\'',
            json.loads, "JSON"),
+    Option("--thinking", "thinking: the thinking_delta texts as a JSON list", json.loads,
+           "JSON"),
 ]
 
 if __name__ == "__main__":

@@ -23,12 +23,21 @@ import trio
 from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
 from mockhttp.scenario import CLI_API_SCENARIOS, INPUT_TOKENS, OUTPUT_TOKENS, CliApiScenario
 
+from ._thinking import (
+    DEFAULT_THINKING,
+    thinking_blocks,
+    thinking_events,
+    thinking_shown,
+    thinking_usage,
+)
 from ._weather import weather_blocks
 
 # "success": the deltas; with a `*get_weather` tool offered, the weather model of
 # `_weather.py` (tool_use blocks, then text quoting the results). "tool_attack": claude's `Bash`
 # gets {"command": `command`}, `Read` {"file_path": `path`}; `mcp__*` tools are ignored.
-SCENARIOS = CLI_API_SCENARIOS
+# "thinking": a thinking block (`thinking` texts) before the deltas, as the request's
+# `thinking` asks (`_thinking.py`).
+SCENARIOS = CLI_API_SCENARIOS | {"thinking"}
 
 # scenario -> (status, error type, message); an error adds `retry-after` if `retry_after` is set
 _ERRORS: dict[str, tuple[int, str, str]] = {
@@ -64,9 +73,13 @@ class Scenario(CliApiScenario):
     # subscription limits, `anthropic-ratelimit-unified-*` (what claude reads from them:
     # cli-reference/claude/rate_limit_event/README.md). Not carried over when `times` runs out.
     ratelimit_headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    thinking: tuple[str, ...] = DEFAULT_THINKING  # thinking: the thinking_delta texts
 
     def __post_init__(self) -> None:
         self.check_common(SCENARIOS)
+        if isinstance(self.thinking, str) or not all(isinstance(t, str) for t in self.thinking):
+            raise ValueError("thinking must be a list of strings")
+        object.__setattr__(self, "thinking", tuple(self.thinking))
         if self.should_retry is not None and not isinstance(self.should_retry, bool):
             raise ValueError("should_retry must be true, false or null")
         self.check_strings("command", "path", "tool_suffix")
@@ -212,6 +225,8 @@ class _Server(Responder[MockAnthropic]):
                 await trio.sleep_forever()
             elif name == "tool_attack":
                 await self._tool_attack(ex, scenario, record, payload, message_id, request_id)
+            elif name == "thinking":
+                await self._thinking(ex, scenario, record, payload, message_id, request_id)
             elif name == "success" and (weather := weather_blocks(
                     payload, n, suffix=scenario.tool_suffix,
                     tool_input=scenario.tool_input)) is not None:
@@ -226,20 +241,29 @@ class _Server(Responder[MockAnthropic]):
         return await self.watched(ex, record, respond)
 
     async def _stream(self, ex: Exchange, scenario: Scenario, record: dict[str, Any], model: str,
-                      message_id: str, request_id: str) -> None:
+                      message_id: str, request_id: str, *,
+                      before: tuple[list[dict[str, Any]], ...] = (),
+                      usage: dict[str, Any] | None = None) -> None:
+        """The deltas as a text block, after the blocks ``before`` (each its events, sent
+        ``delay`` apart); ``usage`` is added to the final usage."""
         record["status"] = 200
         await _start_message(ex, scenario, message_id, model, request_id)
-        await _sse(ex, {"type": "content_block_start", "index": 0,
+        for block in before:
+            for event in block:
+                await trio.sleep(scenario.delay if event["type"] == "content_block_delta" else 0)
+                await _sse(ex, event)
+        index = len(before)
+        await _sse(ex, {"type": "content_block_start", "index": index,
                         "content_block": {"type": "text", "text": ""}})
         await _sse(ex, {"type": "ping"})
 
         async def delta(text: str) -> None:
-            await _sse(ex, {"type": "content_block_delta", "index": 0,
+            await _sse(ex, {"type": "content_block_delta", "index": index,
                             "delta": {"type": "text_delta", "text": text}})
 
         await scenario.stream_text(delta)
-        await _sse(ex, {"type": "content_block_stop", "index": 0})
-        await _end_message(ex, "end_turn")
+        await _sse(ex, {"type": "content_block_stop", "index": index})
+        await _end_message(ex, "end_turn", usage)
 
     async def _blocks(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
                       payload: dict[str, Any], blocks: list[dict[str, Any]], stop_reason: str,
@@ -294,6 +318,24 @@ class _Server(Responder[MockAnthropic]):
         await self._blocks(ex, scenario, record, payload, [block], stop_reason, message_id,
                            request_id, halves=False)
 
+    async def _thinking(self, ex: Exchange, scenario: Scenario, record: dict[str, Any],
+                        payload: dict[str, Any], message_id: str, request_id: str) -> None:
+        """A thinking block as the request's ``thinking`` asks, then the deltas."""
+        shown = record["thinking"] = thinking_shown(payload)
+        usage = thinking_usage(shown)
+        if payload.get("stream") is True:
+            await self._stream(ex, scenario, record, payload["model"], message_id, request_id,
+                               before=thinking_events(shown, scenario.thinking), usage=usage)
+            return
+        record["status"] = 200
+        blocks = [*thinking_blocks(shown, scenario.thinking),
+                  {"type": "text", "text": "".join(scenario.deltas)}]
+        await ex.respond_json(
+            200, {"id": message_id, "type": "message", "role": "assistant",
+                  "model": payload["model"], "content": blocks, "stop_reason": "end_turn",
+                  "stop_sequence": None, "usage": {**_usage(OUTPUT_TOKENS), **usage}},
+            _headers(scenario, request_id))
+
     async def _whole(self, ex: Exchange, scenario: Scenario, record: dict[str, Any], model: str,
                      message_id: str, request_id: str) -> None:
         if scenario.name == "slow":
@@ -335,11 +377,13 @@ async def _start_message(ex: Exchange, scenario: Scenario, message_id: str, mode
     })
 
 
-async def _end_message(ex: Exchange, stop_reason: str) -> None:
-    """``message_delta`` (the stop reason and usage), ``message_stop``, the end of the body."""
+async def _end_message(ex: Exchange, stop_reason: str,
+                       usage: dict[str, Any] | None = None) -> None:
+    """``message_delta`` (the stop reason and usage, with ``usage`` added), ``message_stop``,
+    the end of the body."""
     await _sse(ex, {"type": "message_delta",
                     "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": OUTPUT_TOKENS}})
+                    "usage": {"output_tokens": OUTPUT_TOKENS, **(usage or {})}})
     await _sse(ex, {"type": "message_stop"})
     await ex.send(h11.EndOfMessage())
 

@@ -9,6 +9,7 @@ In-process (trio)::
     mock.set_scenario("success", response_headers={  # the rate-limit snapshot codex reads
         "x-codex-primary-used-percent": "42", "x-codex-primary-window-minutes": "300"})
     assert mock.request_count == 1 and mock.requests[0]["body"]["model"] == "gpt-mock"
+    mock.set_scenario("reasoning")  # a reasoning item first (a summary when one is asked for)
 
 As a process: ``PYTHONPATH=tests/support python -m mock_openai_responses --port 0`` prints
 ``LISTENING http://127.0.0.1:PORT/v1`` once bound and serves until SIGTERM/SIGINT;

@@ -30,6 +30,8 @@ _OPTIONS = [
     Option("--response-headers",
            'more response headers, e.g. \'{"x-codex-primary-used-percent": "42"}\'',
            json.loads, "JSON"),
+    Option("--reasoning-summary", "reasoning: the summary's parts as a JSON list", json.loads,
+           "JSON"),
 ]
 
 if __name__ == "__main__":

@@ -42,11 +42,14 @@ from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
 from mockhttp.scenario import CLI_API_SCENARIOS, INPUT_TOKENS, OUTPUT_TOKENS, CliApiScenario
 from mockhttp.weather import WEATHER_TOOL_SUFFIX, report_or_cities
 
+from ._reasoning import DEFAULT_SUMMARY, REASONING_TOKENS, reasoning_shown, stream_reasoning
+
 # besides the shared ones: "quota" (billing: codex never retries it) and "usage_limit" (a
 # ChatGPT plan's window, `resets_in_seconds`); "error" also takes a `code`. "tool_attack", a
 # prompt-injected model, calls the first offered tool it knows with `command` (shell tools),
-# `path` (view_image) or a patch adding `marker` (apply_patch)
-SCENARIOS: frozenset[str] = CLI_API_SCENARIOS | {"quota", "usage_limit"}
+# `path` (view_image) or a patch adding `marker` (apply_patch). "reasoning": a reasoning item
+# (with a summary of `reasoning_summary` when asked) before the deltas (`_reasoning.py`)
+SCENARIOS: frozenset[str] = CLI_API_SCENARIOS | {"quota", "usage_limit", "reasoning"}
 
 # scenario -> (status, error type, error code, message); an error adds `retry-after` if
 # `retry_after` is set
@@ -115,9 +118,14 @@ class Scenario(CliApiScenario):
     # `x-codex-primary-used-percent` & co. (cli-reference/codex/rate_limits/README.md). Not
     # carried over when `times` runs out.
     response_headers: dict[str, str] = dataclasses.field(default_factory=dict)
+    reasoning_summary: tuple[str, ...] = DEFAULT_SUMMARY  # reasoning: the summary's parts
 
     def __post_init__(self) -> None:
         self.check_common(SCENARIOS, retry_after=True)
+        parts = self.reasoning_summary
+        if isinstance(parts, str) or not all(isinstance(p, str) for p in parts):
+            raise ValueError("reasoning_summary must be a list of strings")
+        object.__setattr__(self, "reasoning_summary", tuple(parts))
         if not isinstance(self.cached_tokens, int) or not 0 <= self.cached_tokens <= INPUT_TOKENS:
             raise ValueError(f"cached_tokens must be an integer between 0 and {INPUT_TOKENS}")
         resets = self.resets_in_seconds
@@ -164,12 +172,12 @@ class _Sse:
         event = {"type": event_type, "sequence_number": next(self.seq), **fields}
         await self.ex.send_sse(json.dumps(event), event=event_type)
 
-def _usage(cached_tokens: int) -> dict[str, Any]:
+def _usage(cached_tokens: int, reasoning_tokens: int = 0) -> dict[str, Any]:
     return {
         "input_tokens": INPUT_TOKENS,
         "input_tokens_details": {"cached_tokens": cached_tokens},
         "output_tokens": OUTPUT_TOKENS,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
         "total_tokens": INPUT_TOKENS + OUTPUT_TOKENS,
     }
 
@@ -423,6 +431,17 @@ class _Server(Responder[MockResponses]):
                 await self._tool_call(sse, call, response_id, model, created, scenario)
                 return
             deltas = ("Tool output: " + "\n".join(outputs),) if outputs else deltas
+        if scenario.name == "reasoning":
+            record["reasoning"] = reasoning_shown(payload)
+            thought = await stream_reasoning(sse.send, payload, f"rs_mock{n:06d}",
+                                             scenario.reasoning_summary, scenario.delay)
+            output = [] if thought is None else [thought]
+            output.append(await self._message(sse, item_id, len(output), deltas, scenario))
+            usage = _usage(scenario.cached_tokens, 0 if thought is None else REASONING_TOKENS)
+            await sse.send("response.completed", response=_response(
+                response_id, model, "completed", output, usage, created))
+            await ex.send(h11.EndOfMessage())
+            return
         await sse.send("response.output_item.added", output_index=0,
                        item=_message_item(item_id, "", "in_progress"))
         part: dict[str, Any] = {"type": "output_text", "text": "", "annotations": []}

@@ -45,7 +45,8 @@ def test_the_repo_file_is_the_default() -> None:
         for model in block["models"]:
             assert set(model) == {"id", "displayName", "contextWindow", "created",
                                   "capabilities"}
-            assert set(model["capabilities"]) == {"tools", "images", "json_mode", "streaming"}
+            assert set(model["capabilities"]) == {"tools", "images", "json_mode", "streaming",
+                                                  "reasoning"}
 
 
 @pytest.mark.parametrize(("provider", "model"),
@@ -82,6 +83,39 @@ def test_capabilities_and_context_windows() -> None:
             assert entry.context_window == {"anthropic": 200000, "openai": None,
                                             "mistral": 262144, "gemini": 1048576,
                                             "qwen": QWEN_WINDOWS.get(model, 1000000)}[provider]
+
+
+ALL_LEVELS = ("none", "minimal", "low", "medium", "high")
+#: Which levels each model honours through its CLI (issue #27): claude all of them (measured:
+#: cli-reference/claude/reasoning), codex from low up (minimal as low; none where the model
+#: takes it), gemini's 2.5 budgets and 3.x levels; qwen and mistral (vibe) none.
+REASONING = {
+    "claude-opus-4-8": ALL_LEVELS, "claude-opus-4-7": ALL_LEVELS,
+    "claude-sonnet-4-6": ALL_LEVELS, "claude-haiku-4-5": ALL_LEVELS,
+    "gpt-5.5": ALL_LEVELS[1:], "gpt-5.4": ALL_LEVELS, "gpt-5.4-mini": ALL_LEVELS[1:],
+    "gpt-5.3-codex": ALL_LEVELS[1:], "gpt-5.3-codex-spark": ALL_LEVELS[1:],
+    "gemini-3.1-pro-preview": ("minimal", "low", "high"),
+    "gemini-3-pro-preview": ("minimal", "low", "high"),
+    "gemini-3-flash-preview": ALL_LEVELS[1:], "gemini-2.5-pro": ALL_LEVELS[1:],
+    "gemini-3.5-flash": ALL_LEVELS[1:], "gemini-3.1-flash-lite": ALL_LEVELS[1:],
+}
+
+
+@pytest.mark.parametrize(("provider", "model"),
+                         [(p, m) for p, models in MODELS.items() for m in models])
+def test_reasoning_levels(provider: str, model: str) -> None:
+    entry = load_registry().resolve(model)
+    assert entry is not None
+    assert entry.capabilities.reasoning == REASONING.get(model, ())
+
+
+def test_reasoning_levels_are_checked(tmp_path: Path) -> None:
+    doc = {"version": 1, "providers": {"a": {"models": [_model("m")]}}}
+    entry = load_registry(_write(tmp_path, doc)).resolve("m")
+    assert entry is not None and entry.capabilities.reasoning == ()  # not given: none
+    doc["providers"]["a"]["models"][0]["capabilities"]["reasoning"] = ["low", "xhigh"]
+    with pytest.raises(RegistryError, match="reasoning"):
+        load_registry(_write(tmp_path, doc))
 
 
 def test_unknown_names_and_provider_narrowing() -> None:

@@ -13,7 +13,7 @@ from test_engine_mockclock import OK, REQ, build, fail, start
 
 from olp.actors.testing import Exit, Line, event_line
 from olp.engine import Capabilities, ChainFailed, Hop
-from olp.engine._engine import asks_reasoning
+from olp.engine._capabilities import asks_reasoning, for_hop
 from olp.ir import ChatRequest, Reasoning, ReasoningDelta, Stop, TextDelta
 
 THINKS = Capabilities(reasoning=("low", "medium", "high"))
@@ -72,3 +72,18 @@ async def test_reasoning_never_commits_a_hop(autojump_clock: trio.testing.MockCl
     assert answer.hop.provider == "b" and trio.current_time() == 4
     events = [e async for e in answer]
     assert events == [ReasoningDelta(text="so"), TextDelta(text="hi"), Stop()]
+
+
+@pytest.mark.parametrize(("asked", "levels", "runs"), [
+    ("high", ("low", "medium", "high"), "high"),
+    ("minimal", ("low", "medium", "high"), "low"),
+    ("none", ("low", "medium", "high"), "low"),
+    ("medium", ("minimal", "low", "high"), "high"),  # equally near: the higher
+    ("high", (), None),  # a model without reasoning gets none (served only when ignored)
+])
+def test_a_hop_runs_the_nearest_level_its_model_takes(asked: str, levels: tuple[str, ...],
+                                                      runs: str | None) -> None:
+    hop = Hop("a", "a-model", capabilities=Capabilities(reasoning=levels))
+    ran = for_hop(asking(effort=asked, show=True), hop)
+    assert (ran.reasoning.effort if ran.reasoning else None) == runs
+    assert for_hop(REQ, hop) is REQ

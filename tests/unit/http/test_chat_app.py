@@ -73,7 +73,8 @@ async def test_non_streaming_completion(autojump_clock: trio.testing.MockClock,
     assert data["model"] == "claude-sonnet-4-6-20260101"
     assert data["usage"] == {"prompt_tokens": 25, "completion_tokens": 7, "total_tokens": 32,
                              "prompt_tokens_details": {"cached_tokens": 0,
-                                                       "cache_write_tokens": 0}}
+                                                       "cache_write_tokens": 0},
+                             "completion_tokens_details": {"reasoning_tokens": 0}}
     assert resp.headers["X-OLP-Provider-Used"] == "anthropic"
     assert resp.headers["X-OLP-Model-Used"] == "claude-sonnet-4-6"
     assert resp.headers["X-OLP-Requested-Model"] == "sonnet"

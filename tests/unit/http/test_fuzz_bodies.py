@@ -19,7 +19,7 @@ JSONISH = st.recursive(
                                                                  max_size=4),
     max_leaves=12)
 FIELDS = ["model", "messages", "stream", "temperature", "max_tokens", "stop", "tools", "n",
-          "stream_options", "response_format", "tool_choice", "top_p"]
+          "stream_options", "response_format", "tool_choice", "top_p", "reasoning_effort"]
 
 
 def near_valid() -> st.SearchStrategy[dict[str, Any]]:

@@ -160,7 +160,8 @@ def test_missing_max_tokens_is_named() -> None:
 
 
 _KEYS = ["model", "max_tokens", "messages", "role", "content", "type", "text", "system",
-         "tools", "name", "input_schema", "tool_choice", "source", "tool_use_id", "input", "id"]
+         "tools", "name", "input_schema", "tool_choice", "source", "tool_use_id", "input", "id",
+         "thinking", "budget_tokens", "display", "output_config", "effort", "signature"]
 
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from olp.ir import ChatRequest, ImagePart, Message, TextPart, ToolCall, ToolSpec
+from olp.ir import ChatRequest, ImagePart, Message, Reasoning, TextPart, ToolCall, ToolSpec
 from olp.ir.openai import InvalidRequest, decode_chat_request
 
 USER_HI: dict[str, Any] = {"role": "user", "content": "hi"}
@@ -112,6 +112,8 @@ GOOD: list[tuple[str, bytes, ChatRequest]] = [
     ("parallel_tool_calls true", _req(parallel_tool_calls=True), _ir(parallel_tool_calls=True)),
     ("parallel_tool_calls null", _req(parallel_tool_calls=None), _ir()),
     ("legacy fields sent as null", _req(functions=None, function_call=None), _ir()),
+    ("reasoning_effort", _req(reasoning_effort="xhigh"),
+     _ir(reasoning=Reasoning(effort="high", show=True))),
 ]
 
 
@@ -298,12 +300,13 @@ KEYS = ["model", "messages", "role", "content", "type", "text", "image_url", "ur
         "name", "tool_calls", "tool_call_id", "id", "function", "arguments", "tools",
         "tool_choice", "response_format", "json_schema", "stop", "n", "stream",
         "stream_options", "include_usage", "temperature", "top_p", "max_tokens",
-        "max_completion_tokens", "seed", "parameters", "description", "user"]
+        "max_completion_tokens", "seed", "parameters", "description", "user",
+        "reasoning_effort"]
 SCALARS = (st.none() | st.booleans() | st.integers() | st.integers(-2**70, 2**70)
            | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=10)
            | st.sampled_from(["user", "assistant", "tool", "system", "developer", "function",
                               "text", "image_url", "input_audio", "auto", "none", "required",
-                              "json_schema", "json_object", ""]))
+                              "json_schema", "json_object", "", "minimal", "low", "xhigh"]))
 
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:

@@ -112,7 +112,8 @@ def test_a_dropped_tool_s_name_is_kept_short() -> None:
 
 def _containers(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     keys = st.sampled_from(["model", "input", "role", "content", "type", "text", "tools",
-                            "name", "call_id", "output", "arguments", "format"])
+                            "name", "call_id", "output", "arguments", "format", "reasoning",
+                            "effort", "summary"])
     return st.lists(inner, max_size=3) | st.dictionaries(keys | st.text(max_size=4), inner,
                                                           max_size=5)
 

@@ -17,7 +17,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transcript_edits import edit_json_lines
 
-from olp.ir import Error, Event, Retrying, Start, Stop, TextDelta, Usage, is_terminal
+from olp.ir import (
+    Error,
+    Event,
+    ReasoningDelta,
+    Retrying,
+    Start,
+    Stop,
+    TextDelta,
+    Usage,
+    is_terminal,
+)
 from olp.providers.anthropic import AnthropicParser
 from olp.providers.anthropic._classify import Failure, classify, parse_reset, retry_category
 
@@ -270,9 +280,8 @@ def test_stop_reason_mapping(stop_reason: str | None, finish: str) -> None:
     assert parser.finish(0, b"") == Stop(finish_reason=finish)  # type: ignore[arg-type]
 
 
-def test_thinking_deltas_and_other_stream_events_are_ignored() -> None:
+def test_other_stream_events_are_ignored() -> None:
     parser = AnthropicParser()
-    assert not parser.feed(_delta("hmm", kind="thinking_delta"))
     assert not parser.feed(_line({"type": "stream_event", "event": {"type": "ping"}}))
     assert not parser.feed(_line({"type": "rate_limit_event", "rate_limit_info": {}}))
     assert not parser.feed(_line({"type": "system", "subtype": "status"}))
@@ -288,7 +297,9 @@ def test_assistant_after_deltas_of_same_message_is_not_repeated() -> None:
     other = {"type": "assistant", "message": {
         "id": "m2", "model": MODEL, "content": [{"type": "thinking", "thinking": "…"},
                                                 {"type": "text", "text": "B"}]}}
-    assert list(parser.feed(_line(other))) == [Start(model=MODEL), TextDelta(text="B")]
+    # its thinking was not streamed either (issue #27: cli-reference/claude/reasoning)
+    assert list(parser.feed(_line(other))) == [Start(model=MODEL), ReasoningDelta(text="…"),
+                                               TextDelta(text="B")]
 
 
 def test_success_after_nonzero_exit_is_cli_failed() -> None:

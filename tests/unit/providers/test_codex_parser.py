@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from transcript_edits import edit_json_lines
 
-from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage, is_terminal
+from olp.ir import Error, Event, ReasoningDelta, Retrying, Stop, TextDelta, Usage, is_terminal
 from olp.providers.codex import CodexParser
 
 FIXTURES = (Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference" / "codex"
@@ -192,8 +192,10 @@ def test_later_agent_messages_follow_after_a_blank_line_and_warnings_are_ignored
                                              "reasoning_output_tokens": 4}},
     ]
     events = [e for line in lines for e in parser.feed(json.dumps(line).encode())]
-    assert events == [TextDelta(text="Let me look."), TextDelta(text="\n\nDone."),
-                      Usage(prompt_tokens=30, completion_tokens=9, cached_tokens=20)]
+    assert events == [ReasoningDelta(text="hm"), TextDelta(text="Let me look."),
+                      TextDelta(text="\n\nDone."),
+                      Usage(prompt_tokens=30, completion_tokens=9, cached_tokens=20,
+                            reasoning_tokens=4)]
     assert parser.finish(0, b"") == Stop()
 
 
