@@ -61,6 +61,9 @@ def ignored_params(hop: Hop, request: ChatRequest) -> tuple[str, ...]:
     ignored = [] if hop.capabilities.sampling_params else list(request.sampling_params_set())
     if hop.unsupported == "ignore" and request.tools and not hop.capabilities.tools:
         ignored += ["tools", "tool_choice"] if request.tool_choice is not None else ["tools"]
-    if hop.unsupported == "ignore" and asks_reasoning(request) and not hop.capabilities.reasoning:
+    caps, reasoning = hop.capabilities, request.reasoning
+    if hop.unsupported == "ignore" and asks_reasoning(request) and not caps.reasoning:
         ignored.append("reasoning")
+    elif reasoning is not None and reasoning.show and not caps.reasoning_out:
+        ignored.append("thinking")  # the level is honoured; no thinking comes back
     return (*ignored, *request.dropped)

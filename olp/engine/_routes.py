@@ -21,6 +21,7 @@ class Capabilities:
     #: The reasoning levels the model takes (the registry's ``reasoning``; HTTP hops pass
     #: the client's on): a request that asks for reasoning needs one (issue #27).
     reasoning: tuple[str, ...] = ()
+    reasoning_out: bool = False  # the model's thinking comes back when asked for (#27)
 
 
 @dataclass(frozen=True, slots=True)

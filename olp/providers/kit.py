@@ -145,6 +145,11 @@ class ProviderSpec:
     #: kept between turns and resumed (issue #25; only where measured to work).
     sessions: bool = False
     warm_units: Callable[[], WarmUnits] | None = None
+    #: Whether the model's thinking comes back from this provider, when the client wants it
+    #: (issue #27): its CLI prints thinking or a summary (claude, codex, qwen), or the
+    #: upstream streams ``reasoning_content`` (HTTP). Otherwise ``X-OLP-Ignored-Params``
+    #: names ``thinking``.
+    reasoning_out: bool = False
     #: The CLI's own variable for where its login lives (``CLAUDE_CONFIG_DIR``…): an
     #: account's ``home`` is found through it (issue #30); ``None``: its login is a key in
     #: the environment only.

@@ -31,7 +31,7 @@ log = logging.getLogger("olp.runtime.routing")
 
 #: What a hop whose spec passes capabilities through (openai-compatible) takes: everything.
 HTTP_CAPABILITIES = Capabilities(tools=True, images=True, json_mode=True, sampling_params=True,
-                                 reasoning=EFFORTS)
+                                 reasoning=EFFORTS, reasoning_out=True)
 #: A CLI model missing from the registry: text only.
 UNKNOWN_CLI_CAPABILITIES = Capabilities(tools=False, images=False, json_mode=True)
 
@@ -91,7 +91,8 @@ def hop_for(entry: ChainEntry | None, provider: ProviderSettings, model: str,
         else:
             c = known.capabilities
             caps = Capabilities(tools=c.tools, images=c.images, json_mode=c.json_mode,
-                                reasoning=tuple(c.reasoning))
+                                reasoning=tuple(c.reasoning),
+                                reasoning_out=bool(spec.reasoning_out and c.reasoning))
             window = known.context_window
             model = known.model
     logins = logins if logins is not None else (Login(DEFAULT_ACCOUNT, True),)

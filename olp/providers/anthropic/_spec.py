@@ -14,6 +14,7 @@ from ._parser import AnthropicParser
 from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
+    reasoning_out=True,
     name="anthropic",
     kind="cli",
     order=10,

@@ -13,6 +13,7 @@ from ._parser import CodexParser
 from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
+    reasoning_out=True,
     name="openai",
     kind="cli",
     order=20,

@@ -2,9 +2,10 @@
 
 Lenient on fields, strict on types: an event whose JSON does not parse, or whose
 known fields have the wrong types, is *malformed*: skipped and counted, never fatal. Only
-choice 0 is read (OLP asks for ``n=1``). Reasoning deltas (``reasoning``,
-``reasoning_content``) are not content and are dropped; a ``refusal`` delta is passed on as
-text, the one place the IR can carry it.
+choice 0 is read (OLP asks for ``n=1``). Reasoning deltas (``reasoning_content``, or
+``reasoning`` as some gateways name it) are passed on as :class:`~olp.ir.ReasoningDelta`, not
+content (issue #27); a ``refusal`` delta is passed on as text, the one place the IR can carry
+it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,16 @@ from typing import Any, Final
 
 import msgspec
 
-from olp.ir import Error, Event, FinishReason, Start, TextDelta, ToolCallDelta, Usage
+from olp.ir import (
+    Error,
+    Event,
+    FinishReason,
+    ReasoningDelta,
+    Start,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 from ._sse import SSEEvent
 
@@ -39,6 +49,8 @@ class _ToolCallDelta(msgspec.Struct, kw_only=True):
 
 class _Delta(msgspec.Struct, kw_only=True):
     content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
     refusal: str | None = None
     tool_calls: list[_ToolCallDelta] | None = None
 
@@ -177,6 +189,9 @@ def _usage(u: _Usage) -> Usage | None:
 
 
 def _delta_events(delta: _Delta, out: list[Event], *, number_calls: bool = False) -> None:
+    thought = delta.reasoning_content or delta.reasoning
+    if thought:
+        out.append(ReasoningDelta(text=thought))
     for text in (delta.content, delta.refusal):
         if text:
             out.append(TextDelta(text=text))

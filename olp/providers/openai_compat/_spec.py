@@ -8,6 +8,7 @@ from olp.providers.kit import ProviderSpec
 from ._config import HTTP_TIMEOUTS
 
 SPEC = ProviderSpec(
+    reasoning_out=True,
     name="openai-compatible",
     kind="http",
     order=100,

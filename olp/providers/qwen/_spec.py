@@ -13,6 +13,7 @@ from ._parser import QwenParser
 from ._sessions import SESSIONS
 
 SPEC = ProviderSpec(
+    reasoning_out=True,
     name="qwen",
     kind="cli",
     order=26,

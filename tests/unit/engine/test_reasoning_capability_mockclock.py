@@ -87,3 +87,14 @@ def test_a_hop_runs_the_nearest_level_its_model_takes(asked: str, levels: tuple[
     ran = for_hop(asking(effort=asked, show=True), hop)
     assert (ran.reasoning.effort if ran.reasoning else None) == runs
     assert for_hop(REQ, hop) is REQ
+
+
+def test_thinking_asked_of_a_hop_that_returns_none_is_named() -> None:
+    from olp.engine._capabilities import ignored_params
+
+    silent = Hop("a", "a-model", capabilities=Capabilities(reasoning=("low", "high")))
+    shows = Hop("a", "a-model", capabilities=Capabilities(reasoning=("low",),
+                                                          reasoning_out=True))
+    assert ignored_params(silent, asking(effort="low", show=True)) == ("thinking",)
+    assert ignored_params(silent, asking(effort="low")) == ()  # the level alone is honoured
+    assert ignored_params(shows, asking(effort="low", show=True)) == ()

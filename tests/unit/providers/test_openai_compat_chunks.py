@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from olp.ir import Error, Start, TextDelta, ToolCallDelta, Usage
+from olp.ir import Error, ReasoningDelta, Start, TextDelta, ToolCallDelta, Usage
 from olp.providers.openai_compat import ChunkReader, SSEEvent
 
 
@@ -102,11 +102,14 @@ def test_malformed_events_are_skipped_and_counted(data: str) -> None:
     assert reader.malformed == 1 and reader.error is None
 
 
-def test_unknown_fields_and_reasoning_are_ignored() -> None:
+def test_unknown_fields_are_ignored_and_reasoning_is_passed_on_as_reasoning() -> None:
     reader = ChunkReader(on_error)
-    events = reader.feed(chunk({"reasoning": "thinking…", "reasoning_content": "hm"},
+    events = reader.feed(chunk({"reasoning_content": "hm"},
                                provider="x", system_fingerprint=None))
-    assert events == [Start(model="gpt-4o-2024-08-06")]
+    assert events == [Start(model="gpt-4o-2024-08-06"), ReasoningDelta(text="hm")]
+    # a gateway's own name for it (OpenRouter: ``reasoning``); never content
+    assert ChunkReader(on_error).feed(chunk({"reasoning": "so"}, model="")) == [
+        ReasoningDelta(text="so")]
 
 
 def test_refusal_is_text() -> None:
