@@ -19,6 +19,7 @@ from ._auth import Gate, add_auth
 from ._dialect import dialect_for_path
 from ._errors import ApiError
 from ._json_response import JSON
+from ._linger import linger_on_early_answer
 from ._metrics import ActorGauge, Metrics
 from ._services import Services
 from ._trace import Trace
@@ -82,6 +83,10 @@ def create_app(services: Services) -> QuartTrio:
         if _has_body() and not g.get("body_read", False):
             response.headers["Connection"] = "close"
         return response
+
+    # ... and before it closes, the rest of that body is read (bounded): every client, even
+    # one still writing its body, can then read the answer (:mod:`._linger`, ADR 0027).
+    app.asgi_app = linger_on_early_answer(app.asgi_app)  # type: ignore[method-assign]
 
     @app.after_request
     async def _account(response: Response) -> Response:
