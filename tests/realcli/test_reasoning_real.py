@@ -1,10 +1,13 @@
-"""Reasoning through ``olp start`` with the real ``claude`` and ``codex`` (issue #27): the effort a
-client asks for reaches the upstream request, and the thinking the upstream sends comes back.
+"""Reasoning through ``olp start`` with the real ``claude``, ``codex``, ``gemini`` and ``qwen``
+(issue #27): the effort a client asks for reaches the upstream request, and the thinking the
+upstream sends comes back; ``vibe-acp`` driven directly with OLP's environment for a level.
 
 claude answers from the mock Anthropic API's ``thinking`` scenario (a thinking block before the
 text, its text only when the request's ``thinking.display`` lets the API send it), codex from
 the mock Responses API's ``reasoning`` scenario (a reasoning item whose summary comes when the
-request asks for one). gemini takes the effort through its settings and prints no thoughts.
+request asks for one). gemini takes the effort through its settings and prints no thoughts;
+qwen through its settings (against the OpenAI-compatible mock), vibe through its model entry's
+``thinking`` (the mock Mistral API's ``thinking`` option streams thinking chunks).
 What each CLI does with OLP's flags was measured in
 ``tests/fixtures/cli-reference/{claude,codex,gemini}/reasoning/``.
 
@@ -16,6 +19,7 @@ Messages ``thinking`` (a ``thinking`` content block).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +29,8 @@ from mock_anthropic import serve_mock as serve_anthropic
 from mock_anthropic._thinking import DEFAULT_THINKING
 from mock_gemini import MockGemini
 from mock_gemini import serve_mock as serve_gemini
+from mock_mistral import MockMistral
+from mock_mistral import serve_mock as serve_mistral
 from mock_openai_responses import MockResponses
 from mock_openai_responses import serve_mock as serve_responses
 from mock_openai_responses._reasoning import DEFAULT_SUMMARY
@@ -34,10 +40,24 @@ from test_proxy_real_codex import config as codex_config
 from test_proxy_real_codex import proxy_env
 from test_proxy_real_gemini import config as gemini_config
 from test_proxy_real_gemini import proxy_env as gemini_env
+from test_proxy_real_qwen import chats as qwen_chats
+from test_proxy_real_qwen import config as qwen_config
+from test_proxy_real_qwen import proxy_env as qwen_env
+from test_proxy_real_qwen import start as start_qwen_mock
+from test_vibe_acp_real import answer as vibe_answer
+from test_vibe_acp_real import main_calls as vibe_main_calls
+from test_vibe_acp_real import vibe_config as vibe_acp_config
+
+from olp.actors._cli_runner import CliConfig, CliRunner
+from olp.actors._process import ProcessSpawner, SpawnSpec
+from olp.ir import Effort, Reasoning, ReasoningDelta, Stop, TextDelta
+from olp.providers.vibe import ADAPTER as VIBE
+from olp.providers.vibe._acp import AcpServer, acp_binary, server_env
 
 ANSWER = "Hello from the mock upstream."
 THOUGHT = "".join(DEFAULT_THINKING)
 [SUMMARY] = DEFAULT_SUMMARY
+THOUGHT_PARTS = tuple(DEFAULT_THINKING)
 
 
 def messages(text: str) -> list[Any]:
@@ -271,3 +291,82 @@ async def test_codex_through_messages_and_streamed_responses(
     assert answer.content[0].thinking == SUMMARY and answer.content[1].text == ANSWER
     assert (thought, text) == (SUMMARY, ANSWER)
     assert streamed == ([SUMMARY], ANSWER)
+
+
+# -- qwen ---------------------------------------------------------------------------------
+
+async def test_qwen_effort_goes_upstream(tmp_path: Path, nursery: trio.Nursery) -> None:
+    """qwen-plus (qwen3.7-plus) takes none and high (the Coding Plan's thinking switch): low
+    becomes high. An OpenAI-compatible host gets qwen's ``reasoning.effort``; a DashScope one
+    (the mock declared as DashScope's proxy, ``DASHSCOPE_PROXY_BASE_URL``) ``enable_thinking``.
+    What qwen sends for each: ``tests/fixtures/cli-reference/qwen/reasoning/``."""
+    qwen = real_cli("OLP_REAL_QWEN")
+    with trio.fail_after(120):
+        mock = await start_qwen_mock(nursery)
+        async with run_proxy(tmp_path / "home", qwen_config(qwen, mock),
+                             env=qwen_env(tmp_path)) as proxy:
+            for text, effort in (("Say hello.", "high"), ("Say hi.", "low"),
+                                 ("Say hey.", "none")):
+                answer = await in_thread(lambda t=text, e=effort: proxy.client().chat.completions
+                                         .create(model="qwen-plus", messages=messages(t),
+                                                 reasoning_effort=e))
+                assert answer.choices[0].message.content == ANSWER
+        high, low, none = (r["body"] for r in qwen_chats(mock))
+        assert high["reasoning"] == {"effort": "high"} and "enable_thinking" not in high
+        assert low["reasoning"] == {"effort": "high"}  # low → the model's nearest level
+        assert "reasoning" not in none
+        assert none["chat_template_kwargs"] == {"enable_thinking": False}
+
+        dashscope = await start_qwen_mock(nursery)
+        config = qwen_config(qwen, dashscope)
+        config["providers"]["qwen"]["env"]["DASHSCOPE_PROXY_BASE_URL"] = dashscope.base_url
+        async with run_proxy(tmp_path / "home2", config, env=qwen_env(tmp_path)) as proxy:
+            for text, effort in (("Say hello.", "medium"), ("Say hi.", "none")):
+                await in_thread(lambda t=text, e=effort: proxy.client().chat.completions
+                                .create(model="qwen-plus", messages=messages(t),
+                                        reasoning_effort=e))
+        on, off = (r["body"] for r in qwen_chats(dashscope))
+        assert on["enable_thinking"] is True and "reasoning" not in on
+        assert off["enable_thinking"] is False
+
+
+# -- vibe ---------------------------------------------------------------------------------
+
+async def test_vibe_acp_thinking_level_goes_upstream_and_thinking_comes_back(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """A ``vibe-acp`` server started with OLP's environment for a level (the warm path; the
+    registry's devstral models take no level, so no request through ``olp start`` reaches
+    vibe with one): ``reasoning_effort`` upstream, and the mock's thinking chunks come back as
+    ``agent_thought_chunk`` → :class:`ReasoningDelta`."""
+    binary = acp_binary(real_cli("OLP_REAL_VIBE"))
+    mock: MockMistral = await nursery.start(lambda task_status: serve_mistral(
+        scenario="success", thinking=list(THOUGHT_PARTS), task_status=task_status))
+    runner = CliRunner(VIBE, ProcessSpawner(kill_grace=1.0),
+                       CliConfig(binary=binary, env={"MISTRAL_API_KEY": "mock-key-0000"},
+                                 proxy_env=dict(os.environ)))
+    results = {}
+    efforts: tuple[Effort, ...] = ("high", "none")
+    with trio.fail_after(120):
+        for effort in efforts:
+            home, work = tmp_path / effort / "home", tmp_path / effort / "work"
+            (home / "tmp").mkdir(parents=True)
+            (home / ".vibe").mkdir()
+            work.mkdir()
+            (home / ".vibe" / "config.toml").write_text(vibe_acp_config(mock))
+            env = {**runner.environment(home),
+                   **server_env("mistral-vibe-cli-latest", home / ".vibe",
+                                Reasoning(effort=effort))}
+            spec = SpawnSpec(argv=[binary], stdin=None, env=env, cwd=work)
+            async with ProcessSpawner(kill_grace=1.0).open(spec) as process, \
+                    trio.open_nursery() as inner:
+                server = AcpServer(process, client_version="test")
+                await inner.start(server.serve)
+                results[effort] = await vibe_answer(await server.new_session(work),
+                                                    "Say hello in four words.")
+                inner.cancel_scope.cancel()
+    high, none = (r["body"] for r in vibe_main_calls(mock))
+    assert high["reasoning_effort"] == "high" and none["reasoning_effort"] == "none"
+    for events, terminal, returncode in results.values():
+        assert returncode == 0 and terminal == Stop(finish_reason="stop")
+        assert [e.text for e in events if isinstance(e, ReasoningDelta)] == list(THOUGHT_PARTS)
+        assert "".join(e.text for e in events if isinstance(e, TextDelta)) == ANSWER

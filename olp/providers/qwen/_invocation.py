@@ -9,9 +9,10 @@ disables every built-in tool, MCP server, command, skill and context file, ``--m
 replaces the agent prompt (:data:`SYSTEM_FILE`); the prompt is guarded against slash commands
 and the working directory stays empty. Images → :class:`CapabilityMissing`. A request's tools
 reach the model only through OLP's bridge, in a workdir trusted for that spawn alone
-(:func:`tools_settings`, :func:`trusted_folders_text`). What each flag and setting does and
-how it was measured: ``tests/fixtures/cli-reference/qwen/README.md``, "Invocation: why each
-flag and setting".
+(:func:`tools_settings`, :func:`trusted_folders_text`). The request's reasoning effort becomes
+qwen's own ``model.generationConfig.reasoning`` (:func:`reasoning_setting`). What each flag and
+setting does and how it was measured: ``tests/fixtures/cli-reference/qwen/README.md``,
+"Invocation: why each flag and setting".
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from olp.actors._toolbridge import (
     tool_instruction,
     tools_file_text,
 )
-from olp.ir import ChatRequest, ImagePart
+from olp.ir import ChatRequest, Effort, ImagePart, Reasoning
 from olp.providers._prompt import flatten_prompt, json_instruction, system_text
 
 #: Every built-in tool name of qwen-code 0.24.4 (``ToolNames``); re-derive on a version bump.
@@ -105,6 +106,13 @@ TOOLS_OFF_ENV: Final[dict[str, str]] = {
     "QWEN_CODE_NO_RELAUNCH": "true",
     "QWEN_CODE_UNATTENDED_RETRY": "false",
 }
+#: A level of OLP's scale → qwen's ``generationConfig.reasoning.effort`` (qwen's ladder is
+#: ``low`` … ``max``: no ``minimal``). ``none`` → ``reasoning: false``. What goes upstream
+#: (measured, ``tests/fixtures/cli-reference/qwen/reasoning/``): on an OpenAI-compatible host
+#: ``reasoning: {"effort": …}`` (``false``: ``chat_template_kwargs.enable_thinking: false``);
+#: on DashScope (the Coding Plan) a qwen model's effort collapses to ``enable_thinking``.
+QWEN_EFFORTS: Final[dict[Effort, str]] = {
+    "minimal": "low", "low": "low", "medium": "medium", "high": "high"}
 BASE_ARGS: Final = ("-o", "stream-json", "--include-partial-messages",
                     "--approval-mode", "default", "--max-tool-calls", "0",
                     "--exclude-tools", ",".join(ALL_TOOLS), "--chat-recording", "false")
@@ -125,6 +133,26 @@ def trusted_folders_text(workdir: Path) -> str:
     """``~/.qwen/trustedFolders.json`` that trusts ``workdir`` only: ``/`` is distrusted, and
     qwen's deepest matching rule wins."""
     return json.dumps({"/": "DO_NOT_TRUST", str(workdir): "TRUST_FOLDER"}, indent=2) + "\n"
+
+
+def reasoning_setting(reasoning: Reasoning | None) -> dict[str, str] | bool | None:
+    """qwen's ``model.generationConfig.reasoning`` for the request's effort: ``False`` for
+    ``none``, ``{"effort": …}`` (:data:`QWEN_EFFORTS`) for a level, ``None`` (qwen's own
+    default, no key) when no level was asked."""
+    if reasoning is None or reasoning.effort is None:
+        return None
+    if reasoning.effort == "none":
+        return False
+    return {"effort": QWEN_EFFORTS[reasoning.effort]}
+
+
+def settings_text(settings: dict[str, Any], reasoning: Reasoning | None) -> str:
+    """``settings`` as the file's text, with :func:`reasoning_setting` added when set."""
+    setting = reasoning_setting(reasoning)
+    if setting is not None:
+        settings = copy.deepcopy(settings)
+        settings["model"]["generationConfig"]["reasoning"] = setting
+    return json.dumps(settings, indent=2, sort_keys=True) + "\n"
 
 
 def context_file_name() -> str:
@@ -164,11 +192,11 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
     system = system_text(request.messages) or DEFAULT_SYSTEM
     home = spawn_home(workdir)
     argv = [binary, *BASE_ARGS, "-m", model]
-    home_files = {SETTINGS_FILE: SETTINGS_TEXT, SYSTEM_FILE: system}
+    home_files = {SETTINGS_FILE: settings_text(SETTINGS, request.reasoning), SYSTEM_FILE: system}
     if tools:
         command, args = bridge_command(home / BRIDGE_DIR)
         settings = tools_settings(command, args, context_file_name())
-        home_files[SETTINGS_FILE] = json.dumps(settings, indent=2, sort_keys=True) + "\n"
+        home_files[SETTINGS_FILE] = settings_text(settings, request.reasoning)
         home_files[f"{BRIDGE_DIR}/{TOOLS_FILE}"] = tools_file_text(tools)
         home_files[TRUSTED_FOLDERS_FILE] = trusted_folders_text(workdir)
         argv += ["--allowed-mcp-server-names", SERVER_NAME]

@@ -2,7 +2,9 @@
 :class:`VibeParser` gives them for ``vibe -p``.
 
 ``agent_message_chunk`` text → :class:`TextDelta` as it streams (a new ``messageId`` after a
-blank line); ``_session/retrying`` → :class:`Retrying`, but after streamed text →
+blank line), ``agent_thought_chunk`` text → :class:`ReasoningDelta` likewise (held with the text
+under ``hold_text``; streamed thinking that a retry repeats is not taken back: it is not
+content); ``_session/retrying`` → :class:`Retrying`, but after streamed text →
 ``STREAM_ENDED_EARLY`` (vibe would stream the answer again with nothing to take back; with
 ``hold_text`` the text waits for the result and a retry drops it); ``usage_update`` kept for
 a failed turn's usage. The session's last line (a result or an error) gives
@@ -23,7 +25,7 @@ from typing import Any, Final
 import msgspec
 
 from olp.failures import Code, failure
-from olp.ir import Category, Error, Event, Retrying, Stop, TextDelta, Usage
+from olp.ir import Category, Error, Event, ReasoningDelta, Retrying, Stop, TextDelta, Usage
 from olp.providers._exit import describe_exit, mask_secrets
 from olp.providers._finish import TerminalOnce, cli_failed
 
@@ -107,6 +109,12 @@ class _Line(msgspec.Struct, rename={"result": RESULT_KEY, "error": ERROR_KEY}):
 _LINE: Final = msgspec.json.Decoder(_Line)
 
 
+def _text(update: _Update) -> str:
+    content = update.content
+    parts = content if isinstance(content, list) else [content] if content else []
+    return "".join(p.text for p in parts if p.type == "text" and p.text)
+
+
 class VibeAcpParser(TerminalOnce):
     """Per-job state for one :class:`~olp.providers.vibe._acp_session.AcpSession`. ``now`` is the
     clock for usage-window resets."""
@@ -116,8 +124,11 @@ class VibeAcpParser(TerminalOnce):
         self._now = now
         self._hold = hold_text
         self._held: list[str] = []
+        self._held_thought: list[str] = []
         self._emitted_text = False
         self._message_id: str | None = None
+        self._thought_id: str | None = None
+        self._emitted_thought = False
         self._retries = 0
         self._meta_usage: Usage | None = None  # the last usage_update's
         self._result: _Result | None = None
@@ -134,11 +145,13 @@ class VibeAcpParser(TerminalOnce):
             return ()
         if parsed.result is not None:
             self._result = parsed.result
+            thought, self._held_thought = "".join(self._held_thought), []
             held, self._held = "".join(self._held), []
-            return (TextDelta(text=held),) if held else ()
+            return (*((ReasoningDelta(text=thought),) if thought else ()),
+                    *((TextDelta(text=held),) if held else ()))
         if parsed.error is not None:
             self._error = parsed.error
-            self._held = []
+            self._held, self._held_thought = [], []
             return ()
         params = parsed.params
         if params is None:
@@ -146,6 +159,7 @@ class VibeAcpParser(TerminalOnce):
         if parsed.method == "_session/retrying":
             if self._hold:
                 self._held, self._emitted_text, self._message_id = [], False, None
+                self._held_thought, self._emitted_thought, self._thought_id = [], False, None
             elif self._emitted_text:
                 return (self._abandoned(params),)
             return (self._retrying(params),)
@@ -161,11 +175,11 @@ class VibeAcpParser(TerminalOnce):
                                          completion_tokens=max(0, meta.completion_tokens or 0),
                                          cached_tokens=max(0, meta.cached_tokens or 0))
             return ()
+        if update.session_update == "agent_thought_chunk":
+            return self._thought(update)
         if update.session_update != "agent_message_chunk":
             return ()
-        content = update.content
-        parts = content if isinstance(content, list) else [content] if content else []
-        text = "".join(p.text for p in parts if p.type == "text" and p.text)
+        text = _text(update)
         if not text:
             return ()
         new_message = update.message_id is not None and update.message_id != self._message_id
@@ -178,6 +192,21 @@ class VibeAcpParser(TerminalOnce):
             self._held.append(text)
             return ()
         return (TextDelta(text=text),)
+
+    def _thought(self, update: _Update) -> Sequence[Event]:
+        text = _text(update)
+        if not text:
+            return ()
+        new_message = update.message_id is not None and update.message_id != self._thought_id
+        if update.message_id is not None:
+            self._thought_id = update.message_id
+        if self._emitted_thought and new_message:
+            text = MESSAGE_SEPARATOR + text
+        self._emitted_thought = True
+        if self._hold:
+            self._held_thought.append(text)
+            return ()
+        return (ReasoningDelta(text=text),)
 
     def _abandoned(self, params: _Params) -> Error:
         """vibe retries after part of the answer went out: that part cannot be taken back."""

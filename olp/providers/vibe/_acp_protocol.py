@@ -17,6 +17,8 @@ from typing import Any, Final
 
 import trio
 
+from olp.ir import Reasoning
+
 from ._invocation import TOOLS_OFF_ENV, model_env
 
 __all__ = ["ACP_BINARY", "ACP_ENV", "CLIENT_CAPABILITIES", "COMMAND_GUARD", "DENY_PERMISSION",
@@ -53,11 +55,14 @@ def acp_binary(vibe_binary: str) -> str:
     return ACP_BINARY
 
 
-def server_env(model: str, vibe_home: Path) -> dict[str, str]:
+def server_env(model: str, vibe_home: Path, reasoning: Reasoning | None = None
+               ) -> dict[str, str]:
     """The variables a ``vibe-acp`` process for ``model`` adds to the runner's base
-    environment: ``VIBE_HOME``, :func:`model_env`, :data:`TOOLS_OFF_ENV` (as for ``vibe -p``)
+    environment: ``VIBE_HOME``, :func:`model_env` (with the request's thinking level: a server
+    is keyed by it, like any spawn's environment), :data:`TOOLS_OFF_ENV` (as for ``vibe -p``)
     and :data:`ACP_ENV`."""
-    return {"VIBE_HOME": str(vibe_home), **model_env(model), **TOOLS_OFF_ENV, **ACP_ENV}
+    return {"VIBE_HOME": str(vibe_home), **model_env(model, reasoning), **TOOLS_OFF_ENV,
+            **ACP_ENV}
 
 
 def guard_prompt(text: str) -> str:

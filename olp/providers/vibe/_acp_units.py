@@ -164,7 +164,8 @@ class AcpUnits:
         problem = runner.preflight()
         if problem is not None:
             raise RuntimeError(problem.message)
-        env = server_env(model, spawn_home(runner.seen_job_dir(base) / "work") / ".vibe")
+        env = server_env(model, spawn_home(runner.seen_job_dir(base) / "work") / ".vibe",
+                         request.reasoning)
         seen = {**runner.adapter.spawn_env(runner.config.proxy_env), **runner.config.env}
         if not seen.get(_credentials.KEY_VAR):
             found = _credentials.read_key(_credentials.env_file(seen, runner.config.real_home))

@@ -4,7 +4,9 @@
 prompt (system text at its head: vibe has no system-prompt flag) from stdin. The model is
 selected and defined for the spawn through the environment (:func:`model_env`: an unknown
 alias would silently fall back to vibe's default), ``VIBE_HOME`` is the spawn's private one,
-and ``export.json`` in the output directory gives the parser usage and the error code. vibe is
+and ``export.json`` in the output directory gives the parser usage and the error code. The
+request's reasoning effort becomes the model entry's ``thinking`` (:func:`thinking_fields`),
+which vibe sends as Mistral's ``reasoning_effort``, ``none`` or ``high``. vibe is
 a model here, never an agent: every tool is off on argv and in the environment
 (:data:`TOOLS_OFF_ENV`), which no config file can undo; what vibe still reads outside its home
 is confined by the OS sandbox. What each flag and variable does and how it was verified:
@@ -16,10 +18,10 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from olp.actors._adapter import CapabilityMissing, Invocation
-from olp.ir import ChatRequest, ImagePart
+from olp.ir import ChatRequest, ImagePart, Reasoning
 from olp.providers._prompt import flatten_prompt, json_instruction
 
 OUTPUT_DIR: Final = "out"
@@ -52,10 +54,28 @@ def export_path(workdir: Path) -> Path:
     return workdir / OUTPUT_DIR / EXPORT_FILE
 
 
-def model_env(model: str) -> dict[str, str]:
+#: OLP's level → the model entry's ``thinking``. vibe 3.0.2's runtime (its local harness,
+#: ``adapters/mistral.py``) sends Mistral's ``reasoning_effort`` from it: ``low`` → ``"none"``,
+#: ``medium``/``high``/``max`` → ``"high"``, ``off`` (the default) → no field. So ``none`` is
+#: ``low`` (the only level that sends ``"none"``) and every other level ``high``. Measured:
+#: ``tests/fixtures/cli-reference/vibe/reasoning/``.
+THINKING: Final = {"none": "low", "level": "high"}
+
+
+def thinking_fields(reasoning: Reasoning | None) -> dict[str, Any]:
+    """The model entry's ``thinking`` for the request's effort (:data:`THINKING`; the engine
+    has already mapped a level to the nearest the registry lists); nothing when no level was
+    asked (vibe's own default, ``off``: no ``reasoning_effort``)."""
+    if reasoning is None or reasoning.effort is None:
+        return {}
+    return {"thinking": THINKING["none" if reasoning.effort == "none" else "level"]}
+
+
+def model_env(model: str, reasoning: Reasoning | None = None) -> dict[str, str]:
     """``VIBE_ACTIVE_MODEL`` plus a ``VIBE_MODELS`` entry that makes ``model`` the upstream
-    model name (why: the fixture README)."""
-    entry = {"alias": model, "name": model, "provider": VIBE_PROVIDER}
+    model name (why: the fixture README), with the request's :func:`thinking_fields`."""
+    entry = {"alias": model, "name": model, "provider": VIBE_PROVIDER,
+             **thinking_fields(reasoning)}
     return {"VIBE_ACTIVE_MODEL": model,
             "VIBE_MODELS": json.dumps([entry], ensure_ascii=False, separators=(",", ":"))}
 
@@ -78,5 +98,6 @@ def build_invocation(request: ChatRequest, *, binary: str, model: str, workdir: 
         prompt = f"{instruction}\n\n{prompt}" if prompt else instruction
     argv = [binary, "-p", "--output", "streaming", "--output-dir", str(workdir / OUTPUT_DIR),
             *DISABLED_TOOLS_ARGS, *extra_args]
-    env = {"VIBE_HOME": str(spawn_home(workdir) / ".vibe"), **model_env(model), **TOOLS_OFF_ENV}
+    env = {"VIBE_HOME": str(spawn_home(workdir) / ".vibe"), **model_env(model, request.reasoning),
+           **TOOLS_OFF_ENV}
     return Invocation(argv=argv, stdin=prompt.encode("utf-8"), env=env)

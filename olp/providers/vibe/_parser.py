@@ -1,7 +1,9 @@
 """vibe ``--output streaming`` (JSONL, one line per finished conversation entry) → IR events.
 
 An assistant ``message`` → one :class:`TextDelta` with its whole text (a later one after a
-blank line), unless its outcome is ``discarded``: that text is never sent. After the exit,
+blank line), unless its outcome is ``discarded``: that text is never sent. A ``reasoning`` entry
+(the model's thinking, whole, before the message it led to) → one :class:`ReasoningDelta`, on
+the same terms. After the exit,
 ``<workdir>/out/export.json`` gives :meth:`VibeParser.trailer`'s :class:`Usage` and, with the
 exit code and stderr, :meth:`VibeParser.finish`'s terminal event
 (:func:`~olp.providers._finish.exit_event`): exit 0 with text → :class:`Stop`, exit 3 after a
@@ -20,7 +22,7 @@ from typing import Final
 
 import msgspec
 
-from olp.ir import Error, Event, Stop, TextDelta, Usage
+from olp.ir import Error, Event, ReasoningDelta, Stop, TextDelta, Usage
 from olp.providers._exit import describe_exit, mask_secrets, stderr_excerpt
 from olp.providers._finish import TerminalOnce, cli_failed, exit_event
 
@@ -46,6 +48,7 @@ class _Entry(msgspec.Struct):
     type: str = ""
     role: str | None = None
     content: list[_Part] | str | None = None
+    text: str | None = None  # a reasoning entry's
     outcome: _Outcome | None = None
 
 
@@ -100,6 +103,7 @@ class VibeParser(TerminalOnce):
         self._export_path = export_path(workdir) if workdir is not None else None
         self._now = now
         self._emitted_text = False
+        self._emitted_reasoning = False
         self._after_exit: tuple[Event, ...] = ()
 
     def feed(self, line: bytes) -> Sequence[Event]:
@@ -110,9 +114,11 @@ class VibeParser(TerminalOnce):
             entry = _ENTRY.decode(line)
         except msgspec.DecodeError:  # includes ValidationError: not an object, wrong types
             return ()
-        if entry.type != "message" or entry.role != "assistant":
-            return ()
         if entry.outcome is not None and entry.outcome.type == "discarded":
+            return ()
+        if entry.type == "reasoning":
+            return self._reasoning(entry.text)
+        if entry.type != "message" or entry.role != "assistant":
             return ()
         text = _text_of(entry.content)
         if not text:
@@ -121,6 +127,14 @@ class VibeParser(TerminalOnce):
             text = MESSAGE_SEPARATOR + text
         self._emitted_text = True
         return (TextDelta(text=text),)
+
+    def _reasoning(self, text: str | None) -> Sequence[Event]:
+        if not text:
+            return ()
+        if self._emitted_reasoning:
+            text = MESSAGE_SEPARATOR + text
+        self._emitted_reasoning = True
+        return (ReasoningDelta(text=text),)
 
     def trailer(self, returncode: int, stderr_tail: bytes) -> Sequence[Event]:
         """The non-terminal events known only after exit (:class:`Usage` from

@@ -20,6 +20,7 @@ def _units() -> WarmUnits:
 
 
 SPEC = ProviderSpec(
+    reasoning_out=True,  # vibe prints the upstream's thinking (cli-reference/vibe/reasoning)
     name="mistral",
     kind="cli",
     order=30,

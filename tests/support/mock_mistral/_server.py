@@ -24,6 +24,10 @@ Faithful to what the real ``vibe`` CLI (mistral-vibe 3.0.2) needs (see
   user message, or a rendered ``Tool result (...):`` block in the last user text - how a CLI
   hop renders the history), the answer is :data:`WEATHER_ANSWER_PREFIX` + the results joined
   by ``" | "``.
+* ``thinking`` (an option of the text scenarios): before the text, each of its strings as a
+  streamed delta whose ``content`` is a list holding one Mistral thinking chunk, ``[{"type":
+  "thinking", "thinking": [{"type": "text", "text": ...}]}]`` (how the API streams a reasoning
+  model's thought); none by default.
 * Errors: the status plus Mistral's body ``{"object": "error", "message", "type", "param",
   "code"}`` (the CLI echoes the body verbatim into its ``Error: ...`` line).
 
@@ -79,6 +83,7 @@ class Scenario(CliApiScenario):
     command: str = "id"  # tool_attack: the shell command a shell tool is called with
     path: str = "/etc/hostname"  # tool_attack: the file a file-reading tool is called with
     tools: tuple[str, ...] = ATTACK_TOOLS  # tool_attack: the tools to go for, best first
+    thinking: tuple[str, ...] = ()  # text scenarios: thinking chunks streamed before the text
 
     def __post_init__(self) -> None:
         self.check_common(SCENARIOS, retry_after=True)
@@ -87,6 +92,9 @@ class Scenario(CliApiScenario):
         if isinstance(self.tools, str) or not all(t in ATTACK_TOOLS for t in self.tools):
             raise ValueError(f"tools must be a list of names from {list(ATTACK_TOOLS)}")
         object.__setattr__(self, "tools", tuple(self.tools))
+        if isinstance(self.thinking, str) or not all(isinstance(t, str) for t in self.thinking):
+            raise ValueError("thinking must be a list of strings")
+        object.__setattr__(self, "thinking", tuple(self.thinking))
 
     @classmethod
     def defaults(cls, name: str) -> dict[str, Any]:
@@ -279,6 +287,9 @@ class _Server(Responder[MockMistral]):
                  "function": {"name": name, "arguments": arguments}}
                 for i, (name, arguments) in enumerate(weather)]}, "tool_calls"
         else:
+            for thought in scenario.thinking:
+                await chunk({"content": [{"type": "thinking",
+                                          "thinking": [{"type": "text", "text": thought}]}]})
             await scenario.stream_text(lambda text: chunk({"content": text}),
                                        (weather,) if isinstance(weather, str) else None)
             last, reason = {"content": ""}, "stop"

@@ -88,7 +88,9 @@ def test_capabilities_and_context_windows() -> None:
 ALL_LEVELS = ("none", "minimal", "low", "medium", "high")
 #: Which levels each model honours through its CLI (issue #27): claude all of them (measured:
 #: cli-reference/claude/reasoning), codex from low up (minimal as low; none where the model
-#: takes it), gemini's 2.5 budgets and 3.x levels; qwen and mistral (vibe) none.
+#: takes it), gemini's 2.5 budgets and 3.x levels; qwen's thinking models on/off (the Coding
+#: Plan's enable_thinking: cli-reference/qwen/reasoning), its coder models and mistral's devstral
+#: none.
 REASONING = {
     "claude-opus-4-8": ALL_LEVELS, "claude-opus-4-7": ALL_LEVELS,
     "claude-sonnet-4-6": ALL_LEVELS, "claude-haiku-4-5": ALL_LEVELS,
@@ -98,6 +100,8 @@ REASONING = {
     "gemini-3-pro-preview": ("minimal", "low", "high"),
     "gemini-3-flash-preview": ALL_LEVELS[1:], "gemini-2.5-pro": ALL_LEVELS[1:],
     "gemini-3.5-flash": ALL_LEVELS[1:], "gemini-3.1-flash-lite": ALL_LEVELS[1:],
+    "qwen3.7-plus": ("none", "high"), "qwen3.6-plus": ("none", "high"),
+    "qwen3.5-plus": ("none", "high"), "qwen3-max-2026-01-23": ("none", "high"),
 }
 
 

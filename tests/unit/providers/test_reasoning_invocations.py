@@ -1,8 +1,8 @@
 """The request's reasoning on each CLI's spawn (issue #27): each level → the CLI's nearest setting.
 
 What each setting makes the real CLI send upstream was measured against the loopback mocks:
-``tests/fixtures/cli-reference/{claude,codex,gemini}/reasoning/`` (README and captures); the
-real-CLI tier checks it end to end (``tests/realcli/test_reasoning_real.py``).
+``tests/fixtures/cli-reference/{claude,codex,gemini,qwen,vibe}/reasoning/`` (README and
+captures); the real-CLI tier checks it end to end (``tests/realcli/test_reasoning_real.py``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from olp.ir import EFFORTS, ChatRequest, Effort, Message, Reasoning, TextPart
+from olp.ir import ChatRequest, Effort, Message, Reasoning, TextPart, ToolSpec
 from olp.providers.anthropic import ADAPTER as CLAUDE
 from olp.providers.anthropic._invocation import LOCKDOWN_ARGS
 from olp.providers.codex import ADAPTER as CODEX
@@ -21,7 +21,11 @@ from olp.providers.codex._invocation import TOOLS_OFF
 from olp.providers.gemini import ADAPTER as GEMINI
 from olp.providers.gemini._invocation import SETTINGS, SETTINGS_FILE
 from olp.providers.qwen import ADAPTER as QWEN
+from olp.providers.qwen._invocation import SETTINGS as QWEN_SETTINGS
+from olp.providers.qwen._invocation import SETTINGS_FILE as QWEN_SETTINGS_FILE
 from olp.providers.vibe import ADAPTER as VIBE
+from olp.providers.vibe._acp_protocol import server_env
+from olp.providers.vibe._invocation import TOOLS_OFF_ENV as VIBE_TOOLS_OFF
 
 WORKDIR = Path("/tmp/olp-job-x/work")
 MESSAGES = (Message(role="system", content=(TextPart(text="You are terse."),)),
@@ -174,14 +178,86 @@ def test_gemini_thinking_goes_with_a_conversation_and_tools() -> None:
     assert settings["model"]["compressionThreshold"]  # the history settings are kept
 
 
-# -- qwen and vibe: no knob wired ---------------------------------------------------------
+# -- qwen ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("adapter", [QWEN, VIBE])
-@pytest.mark.parametrize("effort", EFFORTS)
-def test_qwen_and_vibe_spawns_do_not_change(adapter: Any, effort: Effort) -> None:
+def qwen_settings(reasoning: Reasoning | None, **kw: Any) -> dict[str, Any]:
+    inv = QWEN.invocation(request(reasoning, **kw), binary="/bin/qwen", model="m",
+                          workdir=WORKDIR)
+    settings: dict[str, Any] = json.loads(inv.home_files[QWEN_SETTINGS_FILE])
+    return settings
+
+
+@pytest.mark.parametrize(("effort", "sent"), [
+    ("none", False), ("minimal", {"effort": "low"}), ("low", {"effort": "low"}),
+    ("medium", {"effort": "medium"}), ("high", {"effort": "high"}),
+])
+def test_qwen_effort_is_its_generation_config_reasoning(effort: Effort, sent: Any) -> None:
+    # measured (cli-reference/qwen/reasoning): an OpenAI-compatible host gets
+    # reasoning.effort (false: chat_template_kwargs.enable_thinking false), the Coding Plan's
+    # DashScope host enable_thinking true/false
+    settings = qwen_settings(Reasoning(effort=effort, show=True))
+    assert settings["model"]["generationConfig"] == {"maxRetries": 0, "reasoning": sent}
+    settings["model"]["generationConfig"].pop("reasoning")
+    assert settings == QWEN_SETTINGS  # nothing else changes: every tool stays off
+
+
+def test_qwen_without_an_effort_keeps_its_settings_and_argv() -> None:
+    for reasoning in (None, Reasoning(show=True), Reasoning(summary="auto")):
+        assert qwen_settings(reasoning) == QWEN_SETTINGS
+        assert added(QWEN, reasoning) == []
+    assert added(QWEN, Reasoning(effort="high")) == []  # the settings file only
+
+
+def test_qwen_effort_goes_with_the_tools_settings() -> None:
+    tool = ToolSpec(name="get_weather", description="d")
+    settings = qwen_settings(Reasoning(effort="high"), tools=(tool,))
+    assert settings["model"]["generationConfig"]["reasoning"] == {"effort": "high"}
+    assert settings["permissions"]["deny"] == QWEN_SETTINGS["permissions"]["deny"]
+    assert settings["mcp"] == {"allowed": ["olp"]}
+
+
+# -- vibe ---------------------------------------------------------------------------------
+
+def vibe_entry(reasoning: Reasoning | None) -> dict[str, Any]:
+    inv = VIBE.invocation(request(reasoning), binary="/bin/vibe", model="m", workdir=WORKDIR)
+    [entry] = json.loads(inv.env["VIBE_MODELS"])
+    return dict(entry)
+
+
+@pytest.mark.parametrize(("effort", "thinking"), [
+    ("none", "low"), ("minimal", "high"), ("low", "high"), ("medium", "high"),
+    ("high", "high"),
+])
+def test_vibe_effort_is_the_model_entrys_thinking(effort: Effort, thinking: str) -> None:
+    # measured (cli-reference/vibe/reasoning): vibe 3.0.2 sends thinking "low" as
+    # reasoning_effort "none", "high" as "high", its default "off" as nothing
+    assert vibe_entry(Reasoning(effort=effort)) == {
+        "alias": "m", "name": "m", "provider": "mistral", "thinking": thinking}
+
+
+def test_vibe_without_an_effort_keeps_its_spawn() -> None:
     def spawn(reasoning: Reasoning | None) -> Any:
-        inv = adapter.invocation(request(reasoning), binary="/bin/cli", model="m",
-                                 workdir=WORKDIR)
-        return (list(inv.argv), dict(inv.env), dict(inv.home_files), dict(inv.files))
+        inv = VIBE.invocation(request(reasoning), binary="/bin/vibe", model="m",
+                              workdir=WORKDIR, extra_args=("--owner-flag",))
+        return list(inv.argv), dict(inv.env), dict(inv.home_files), dict(inv.files)
 
-    assert spawn(Reasoning(effort=effort, show=True)) == spawn(None)
+    for reasoning in (Reasoning(show=True), Reasoning(summary="auto")):
+        assert spawn(reasoning) == spawn(None)
+    argv_, env, _, _ = spawn(Reasoning(effort="high"))
+    assert argv_ == spawn(None)[0]  # the environment only
+    assert {k: env[k] for k in VIBE_TOOLS_OFF} == VIBE_TOOLS_OFF  # every tool still off
+
+
+def test_vibe_acp_server_env_and_warm_identity_follow_the_level() -> None:
+    # a warm vibe-acp server is keyed by its spawn's identity (environment included): one
+    # started for a level never serves another
+    home = Path("/h/.vibe")
+    high, none = (server_env("m", home, Reasoning(effort=e)) for e in ("high", "none"))
+    assert json.loads(high["VIBE_MODELS"])[0]["thinking"] == "high"
+    assert json.loads(none["VIBE_MODELS"])[0]["thinking"] == "low"
+    assert "thinking" not in json.loads(server_env("m", home)["VIBE_MODELS"])[0]
+    spawns = {effort: VIBE.invocation(request(None if effort is None else
+                                              Reasoning(effort=effort)),
+                                      binary="/bin/vibe", model="m", workdir=WORKDIR).env
+              for effort in (None, "none", "high")}
+    assert len({json.dumps(env, sort_keys=True) for env in spawns.values()}) == 3

@@ -5,8 +5,9 @@ thinking "The user wants a greeting." + " Four words will do.", 5 of the 7 outpu
 thinking) and ``tests/fixtures/cli-reference/codex/reasoning/`` (codex 0.171.0, mock scenario
 ``reasoning``: one summary part, 5 of the 7 output tokens reasoning), and
 ``tests/fixtures/cli-reference/qwen/reasoning/`` (qwen 0.24.4 against an upstream streaming
-``reasoning_content``). What each capture asked for and what went upstream: the README beside
-them.
+``reasoning_content``), ``tests/fixtures/cli-reference/vibe/reasoning/`` (vibe 3.0.2 against the
+mock Mistral API streaming two thinking chunks). What each capture asked for and what went
+upstream: the README beside them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from olp.ir import Event, ReasoningDelta, Start, Stop, TextDelta, Usage, is_term
 from olp.providers.anthropic import AnthropicParser
 from olp.providers.codex import CodexParser
 from olp.providers.qwen import QwenParser
+from olp.providers.vibe import VibeParser
+from olp.providers.vibe._acp_parser import VibeAcpParser
+from olp.providers.vibe._acp_protocol import RESULT_KEY
 
 REFERENCE = Path(__file__).resolve().parents[2] / "fixtures" / "cli-reference"
 CLAUDE = REFERENCE / "claude" / "reasoning"
@@ -153,3 +157,73 @@ def test_qwen_reasoning_content_streams_as_reasoning(case: str) -> None:
     assert events == [*(ReasoningDelta(text=t) for t in THOUGHT),
                       *(TextDelta(text=t) for t in ("Hello", " from", " the mock", " upstream.")),
                       Usage(prompt_tokens=21, completion_tokens=9), Stop()]
+
+
+# -- vibe ---------------------------------------------------------------------------------
+
+VIBE = REFERENCE / "vibe" / "reasoning"
+
+
+def vibe_acp_lines(case: str) -> list[bytes]:
+    """A captured ``vibe-acp`` transcript as an ``AcpSession`` hands it to the parser: the
+    session's notifications, then the prompt's result under ``RESULT_KEY``."""
+    out: list[bytes] = []
+    for line in (VIBE / f"{case}.jsonl").read_text().splitlines():
+        event = json.loads(line)
+        msg = event.get("msg") or {}
+        if event["dir"] != "recv":
+            continue
+        if msg.get("method") == "session/update":
+            out.append(json.dumps(msg).encode())
+        elif "stopReason" in (msg.get("result") or {}):
+            out.append(json.dumps({RESULT_KEY: msg["result"]}).encode())
+    return out
+
+
+@pytest.mark.parametrize("case", ["high", "none", "default"])
+def test_vibe_reasoning_entry_is_one_reasoning_delta(case: str) -> None:
+    # vibe -p --output streaming prints the thinking whole, as a `reasoning` entry before
+    # the assistant message (the mock streams it whatever the level)
+    events = replay(VibeParser(None), VIBE / f"{case}.stdout")  # type: ignore[arg-type]
+    assert events == [ReasoningDelta(text="".join(THOUGHT)), TextDelta(text=ANSWER), Stop()]
+
+
+def test_vibe_reasoning_entries_after_the_first_follow_a_blank_line() -> None:
+    parser = VibeParser(None)
+    lines = [{"type": "reasoning", "text": text, "outcome": {"type": outcome}}
+             for text, outcome in (("First.", "committed"), ("Dropped.", "discarded"),
+                                   ("", "committed"), ("Second.", "committed"))]
+    events = [e for line in lines for e in parser.feed(json.dumps(line).encode())]
+    assert events == [ReasoningDelta(text="First."), ReasoningDelta(text="\n\nSecond.")]
+
+
+@pytest.mark.parametrize("hold", [False, True])
+def test_vibe_acp_thought_chunks_stream_as_reasoning(hold: bool) -> None:
+    parser = VibeAcpParser(now=lambda: 0.0, hold_text=hold)
+    events = [e for line in vibe_acp_lines("acp_high") for e in parser.feed(line)]
+    events += [*parser.trailer(0, b""), parser.finish(0, b"")]
+    reasoning = [e for e in events if isinstance(e, ReasoningDelta)]
+    text = [e for e in events if isinstance(e, TextDelta)]
+    if hold:  # held with the text until the result, then handed over whole
+        assert reasoning == [ReasoningDelta(text="".join(THOUGHT))]
+        assert text == [TextDelta(text=ANSWER)]
+    else:
+        assert reasoning == [ReasoningDelta(text=t) for t in THOUGHT]
+        assert "".join(t.text for t in text) == ANSWER
+    assert events.index(reasoning[-1]) < events.index(text[0])
+    assert isinstance(events[-1], Stop)
+
+
+def test_vibe_acp_a_retry_drops_held_thinking() -> None:
+    parser = VibeAcpParser(now=lambda: 0.0, hold_text=True)
+    thought = {"method": "session/update", "params": {"update": {
+        "sessionUpdate": "agent_thought_chunk", "messageId": "r1",
+        "content": {"type": "text", "text": "Old."}}}}
+    retry = {"method": "_session/retrying", "params": {"category": "rate_limit"}}
+    for line in (thought, retry):
+        parser.feed(json.dumps(line).encode())
+    new = json.loads(json.dumps(thought))
+    new["params"]["update"]["content"]["text"] = "New."
+    assert parser.feed(json.dumps(new).encode()) == ()
+    result = parser.feed(json.dumps({RESULT_KEY: {"stopReason": "end_turn"}}).encode())
+    assert result == (ReasoningDelta(text="New."),)

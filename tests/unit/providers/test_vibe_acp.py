@@ -20,7 +20,7 @@ import trio.testing
 from olp.actors import LineParser
 from olp.actors._lines import LineTooLong
 from olp.actors._process import CliProcess
-from olp.ir import Error, Event, Retrying, Stop, TextDelta, Usage, is_terminal
+from olp.ir import Error, Event, ReasoningDelta, Retrying, Stop, TextDelta, Usage, is_terminal
 from olp.providers.vibe._acp import (
     ACP_ENV,
     CANCEL_GRACE_S,
@@ -902,7 +902,9 @@ def test_parser_ignores_odd_lines_and_lines_after_the_end() -> None:
                                     "detail": "odd"}}).encode(),
              chunk("ok"), result("end_turn"), chunk("after")]
     events, trailer, terminal = parse(lines, 0)
-    assert events == [Retrying(attempt=1, category="unknown"), TextDelta(text="ok")]
+    # a thought chunk is the model's thinking (issue #27: cli-reference/vibe/reasoning)
+    assert events == [ReasoningDelta(text="hmm"), Retrying(attempt=1, category="unknown"),
+                      TextDelta(text="ok")]
     assert terminal == Stop(finish_reason="stop")
 
 
