@@ -54,11 +54,12 @@ realcli:
     eval "$(grep -E '^OLP_REAL_[A-Z]+=' <<<"$out" | sed 's/^/export /')"
     {{py}} -m pytest -q --durations=10 tests/realcli
 
-# The benchmarks (spawn path, cache hits, pass-through and fallback, sandbox, tool bridge, warm CLIs); write docs/benchmarks.md
+# The benchmarks (spawn path, cache hits, pass-through and fallback, the hot path's floor, sandbox, tool bridge, warm CLIs); write docs/benchmarks.md
 bench:
     {{py}} -m bench.spawn_overhead --write docs/benchmarks.md
     {{py}} -m bench.cache_hits --write docs/benchmarks.md
     {{py}} -m bench.passthrough --write docs/benchmarks.md
+    {{py}} -m bench.hot_path --write docs/benchmarks.md
     {{py}} -m bench.sandbox_overhead --write docs/benchmarks.md
     {{py}} -m bench.bridge_startup --write docs/benchmarks.md
     {{py}} -m bench.warm_clis --write docs/benchmarks.md

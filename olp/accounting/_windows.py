@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from typing import Final, Literal
 
@@ -13,12 +14,29 @@ _UTC = dt.UTC
 
 def day_of(ts: float) -> str:
     """The UTC day of a wall-clock time, ``YYYY-MM-DD`` (the ledger's ``day`` column)."""
-    return dt.datetime.fromtimestamp(ts, _UTC).date().isoformat()
+    return _day_text(int(ts // _DAY_S))
 
 
 def window_start(window: Window, ts: float) -> dt.date:
     """The first UTC day of the ``window`` holding ``ts``."""
-    day = dt.datetime.fromtimestamp(ts, _UTC).date()
+    return _window_start(window, int(ts // _DAY_S))
+
+
+#: A UTC day in Unix time, which has no leap seconds: day N starts at N * 86,400.
+_DAY_S: Final = 86_400
+_EPOCH: Final = dt.date(1970, 1, 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _day_text(day_number: int) -> str:
+    """Day ``day_number`` since the epoch as ``YYYY-MM-DD`` (the same day every request
+    asks for: computed once a day)."""
+    return (_EPOCH + dt.timedelta(days=day_number)).isoformat()
+
+
+@functools.lru_cache(maxsize=16)
+def _window_start(window: Window, day_number: int) -> dt.date:
+    day = _EPOCH + dt.timedelta(days=day_number)
     if window == "week":
         return day - dt.timedelta(days=day.weekday())
     if window == "month":

@@ -72,8 +72,15 @@ class Ticket:
     scope: trio.CancelScope
 
     async def receive(self) -> Event:
-        """The next event; raises :class:`trio.EndOfChannel` after the job's last one."""
-        return await self.events.receive()
+        """The next event; raises :class:`trio.EndOfChannel` after the job's last one.
+
+        An event already buffered is returned without a schedule point (a yield per event
+        cost a scheduler pass each, several per answer: ADR 0028); otherwise it blocks until
+        the job sends one, and a cancellation while waiting loses nothing."""
+        try:
+            return self.events.receive_nowait()
+        except trio.WouldBlock:
+            return await self.events.receive()
 
     def abandon(self) -> None:
         """Cancel the job and stop listening. Sync, idempotent, safe in ``finally``."""
@@ -165,7 +172,11 @@ class ProviderActor:
         try:
             if self._retired:
                 raise trio.ClosedResourceError
-            await self._inbox_send.send(_Job(request, model, send, scope, owner))
+            job = _Job(request, model, send, scope, owner)
+            try:  # the actor waiting on its inbox (the usual case) takes it without a yield
+                self._inbox_send.send_nowait(job)
+            except trio.WouldBlock:
+                await self._inbox_send.send(job)
         except trio.ClosedResourceError:  # retired, before or while handing the job over
             with send:
                 send.send_nowait(failure(Code.CANCELLED, f"{self.name} was replaced by a config "
@@ -234,9 +245,20 @@ class ProviderActor:
                 return
             ended = is_terminal(event)
             try:
-                await job.reply.send(event)
+                # Room in the buffer: no schedule point (the runner's next read has one);
+                # full: wait for the caller, so a slow client slows the reader (ADR 0028).
+                job.reply.send_nowait(event)
+                return
+            except trio.WouldBlock:
+                try:
+                    await job.reply.send(event)
+                    return
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    pass
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                job.scope.cancel(reason="nobody is listening")
+                pass
+            job.scope.cancel(reason="nobody is listening")
+            await trio.lowlevel.checkpoint()  # the job stops here
 
         try:
             await self.runner.run(job.request, job.model, emit, owner=job.owner)

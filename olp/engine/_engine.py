@@ -284,11 +284,14 @@ async def _until_first_content(source: EventSource, hop: Hop, walk: Walk
         until = math.inf if storm is None else \
             storm.started_at + engine.retry_budget(hop.provider)
         event: Event | None = None
-        with trio.move_on_at(until):  # every source's receive is cancel-safe
-            try:
+        try:
+            if storm is None:  # no deadline of its own: no cancel scope to set up
                 event = await source.receive()
-            except trio.EndOfChannel:
-                return _lost(hop)
+            else:
+                with trio.move_on_at(until):  # every source's receive is cancel-safe
+                    event = await source.receive()
+        except trio.EndOfChannel:
+            return _lost(hop)
         if event is None or (storm is not None and isinstance(event, Error)
                              and event.code in DEADLINE_CODES):
             assert storm is not None

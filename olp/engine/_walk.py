@@ -210,7 +210,8 @@ def for_key(route: Route, binding: Binding) -> Route:
         bound = bound_accounts(binding, hop.provider)
         usable = [a for a in bound if a in hop.accounts] if bound is not None else \
             [a for a in hop.accounts if a in hop.shared]
-        hops += [replace(hop, account=a) for a in usable] or [replace(hop, accounts=())]
+        hops += [hop if hop.account == a else replace(hop, account=a) for a in usable] \
+            or [replace(hop, accounts=())]
     return Route(route.requested, tuple(hops))
 
 

@@ -4,6 +4,7 @@ SSE or JSON in the request's dialect (:mod:`._dialect`), with OLP's headers."""
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
@@ -46,6 +47,8 @@ CUT: Final = quote("\u2026")
 OLP_PREFIX: Final = "X-OLP-"
 _VISIBLE: Final = frozenset(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 _IN_LIST: Final = _VISIBLE - {","}
+#: Visible ASCII but ``%``: a value made only of these is its own encoding.
+_PLAIN: Final = re.compile(r"[\x21-\x24\x26-\x7e]*\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +132,8 @@ def olp_headers(**values: OlpValue) -> dict[str, str]:
 def _encode(text: str, cap: int, safe: frozenset[str]) -> str:
     """``text`` percent-encoded but for the ``safe`` characters, cut to ``cap`` bytes with
     :data:`CUT` when it is longer (looks at no more than ``cap`` characters)."""
+    if len(text) <= cap and _PLAIN.match(text) and (safe is _VISIBLE or "," not in text):
+        return text  # the usual case (a model or provider name): nothing to encode
     out: list[str] = []
     size = fits = 0
     for c in text:

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable
+from typing import Final
 from urllib.parse import urlsplit
+
+#: How many ``Host`` headers' verdicts are remembered at most.
+REMEMBERED: Final = 64
 
 
 class HostRule:
@@ -24,12 +28,22 @@ class HostRule:
         self.any = "*" in names
         self._exact = frozenset(n for n in names if not n.startswith("."))
         self._suffixes = tuple(n for n in names if n.startswith("."))
+        self._seen: dict[str, bool] = {}  # the last few headers' verdicts
 
     def allows(self, host_header: str | None) -> bool:
         """Whether a request with this ``Host`` header (``None``: none sent) is served. A
-        request without one is no browser's, so no rebinding."""
+        request without one is no browser's, so no rebinding. The verdicts of the last
+        :data:`REMEMBERED` headers are kept (a client sends the same one every time)."""
         if self.any or host_header is None:
             return True
+        verdict = self._seen.get(host_header)
+        if verdict is None:
+            if len(self._seen) >= REMEMBERED:
+                self._seen.clear()
+            verdict = self._seen[host_header] = self._allows(host_header)
+        return verdict
+
+    def _allows(self, host_header: str) -> bool:
         name = host_name(host_header)
         if name is None:
             return False

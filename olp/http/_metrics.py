@@ -140,6 +140,16 @@ class Metrics:
                               "arrival to the first content in hand", ACCOUNT_LABELS,
                               buckets=TTFT_BUCKETS, registry=r)
         r.register(_LiveState(actors, health))
+        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
+
+    def _child(self, metric: Counter | Histogram, *labels: str) -> Any:
+        """``metric.labels(*labels)``, looked up once per label set (the sets are few: names
+        from the config, statuses, dialects)."""
+        key = (id(metric), labels)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*labels)
+        return child
 
     def observe(self, trace: Trace, status: int, outcome: str) -> None:
         """Count one ended request (only model requests move the counters)."""
@@ -148,30 +158,31 @@ class Metrics:
         provider = trace.provider if trace.entry is not None and trace.provider else "-"
         account = (trace.account or DEFAULT_ACCOUNT) if provider != "-" else "-"
         model = trace.model if trace.entry is not None and trace.model else "-"
-        self.requests.labels(provider, account, model, str(status), trace.dialect).inc()
+        self._child(self.requests, provider, account, model, str(status), trace.dialect).inc()
         for record in trace.records:
             if record.trigger_type == "soft":
-                self.skipped_hops.labels(record.provider, record.account, record.code).inc()
+                self._child(self.skipped_hops, record.provider, record.account,
+                            record.code).inc()
             else:
-                self.failed_hops.labels(record.provider, record.account,
-                                        record.category).inc()
+                self._child(self.failed_hops, record.provider, record.account,
+                            record.category).inc()
         if trace.refused:
-            self.key_refusals.labels(str(status)).inc()
+            self._child(self.key_refusals, str(status)).inc()
         if trace.entry is None:
             return
         if trace.index > 0:
-            self.fallbacks.labels(provider, account).inc()
+            self._child(self.fallbacks, provider, account).inc()
         if trace.cache is not None:
-            self.cache.labels(trace.cache).inc()
+            self._child(self.cache, trace.cache).inc()
         tokens = trace.tokens
         if tokens is not None:
-            self.tokens.labels(provider, account, "prompt").inc(tokens[0])
-            self.tokens.labels(provider, account, "completion").inc(tokens[1])
-            self.cached_tokens.labels(provider, account).inc(trace.cached_tokens)
+            self._child(self.tokens, provider, account, "prompt").inc(tokens[0])
+            self._child(self.tokens, provider, account, "completion").inc(tokens[1])
+            self._child(self.cached_tokens, provider, account).inc(trace.cached_tokens)
         if trace.cache not in NOT_SPAWNED:
-            self.spawn_seconds.labels(provider, account).observe(trace.seconds)
+            self._child(self.spawn_seconds, provider, account).observe(trace.seconds)
         if trace.first_content_s is not None:
-            self.ttft.labels(provider, account).observe(trace.first_content_s)
+            self._child(self.ttft, provider, account).observe(trace.first_content_s)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -69,5 +69,9 @@ def configure(level: str = "info", stream: TextIO | None = None, fmt: str = "aut
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per upstream request
+    # Neither formatter prints the caller, thread or process: don't look them up for every
+    # record (finding the caller walks the stack, on the hot path of every request).
+    logging._srcfile = None  # the documented switch
+    logging.logThreads = logging.logProcesses = logging.logMultiprocessing = False
     if not text:
         logging.Formatter.converter = time.gmtime

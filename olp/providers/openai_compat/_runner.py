@@ -76,6 +76,7 @@ class OpenAICompatRunner:
         self._owns_client = client is None
         self.client = client if client is not None else make_client(config)
         self._upstream: Upstream | None = None  # made at the first request
+        self.wording = dataclasses.replace(_WORDING, prefix=f"{config.name}: ")
 
     def preflight(self) -> Error | None:
         """``AUTH_MISSING`` when a key was expected (``api_key_env``) but is not set."""
@@ -152,9 +153,7 @@ class _Job:
         self.emit = emit
         self.body = encode_chat_request(request, model,
                                         max_tokens_field=self.config.max_tokens_field)
-        self.clock = DeadlineClock(
-            self.config.timeouts,
-            wording=dataclasses.replace(_WORDING, prefix=f"{self.config.name}: "))
+        self.clock = DeadlineClock(self.config.timeouts, wording=runner.wording)
         self.started = False
         self.retries: dict[RetryKind, int] = {}
         self.silent_s = 0.0  # how long the last attempt's upstream held it without a byte
@@ -271,8 +270,10 @@ class _Job:
     async def _stream(self, body: Body) -> Terminal:
         decoder = SSEDecoder(max_event_bytes=self.config.max_event_bytes)
         reader = self._reader()
-        while True:
-            with trio.move_on_at(self.clock.deadline) as scope:
+        # One scope for the whole stream, its deadline moved on as the clock's moves (a
+        # scope per read cost a scope's set-up and tear-down per chunk: ADR 0028).
+        with trio.CancelScope(deadline=self.clock.deadline) as scope:
+            while True:
                 try:
                     data = await body.receive()
                 except httpx.HTTPError as exc:
@@ -289,8 +290,8 @@ class _Job:
                     self.clock.activity()  # after content, every event restarts idle
                 if data is None:
                     return await self._finish(reader)
-                continue
-            return self._timeout(scope.deadline)
+                scope.deadline = self.clock.deadline
+        return self._timeout(scope.deadline)
 
     def _reader(self) -> ChunkReader:
         secret = self.secret
