@@ -12,10 +12,11 @@ it survives the process being killed) within about a quarter of a second of its 
 from __future__ import annotations
 
 import logging
+import operator
 import sqlite3
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import Final
 
 import trio
@@ -187,7 +188,7 @@ def _write(c: sqlite3.Connection, rows: list[AuditRow],
            usage: dict[_LedgerKey, list[float]]) -> None:
     marks = ", ".join("?" * len(AUDIT_COLUMNS))
     c.executemany(f"INSERT INTO audit ({', '.join(AUDIT_COLUMNS)}) VALUES ({marks})",
-                  [astuple(r) for r in rows])
+                  [_columns(r) for r in rows])
     sets = ", ".join(f"{n} = {n} + excluded.{n}" for n in COUNTERS)
     c.executemany(
         "INSERT INTO usage (day, key, key_name, provider, account, model, "
@@ -196,6 +197,11 @@ def _write(c: sqlite3.Connection, rows: list[AuditRow],
         "key_name = excluded.key_name",
         [(*key, *(_number(n, v) for n, v in zip(COUNTERS, sums, strict=True)))
          for key, sums in usage.items()])
+
+
+#: A row's values in column order (its fields are plain values: no deep copy needed, which
+#: ``dataclasses.astuple`` would make of each).
+_columns = operator.attrgetter(*AUDIT_COLUMNS)
 
 
 def _number(name: str, value: float) -> float | int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Final, Literal
 
 from olp.ir import Category
 from olp.store import DEFAULT_ACCOUNT, slot_name
@@ -97,6 +97,10 @@ class UnusableChain(UnknownModel):
 Lookup = Callable[[str], "Hop | None"]
 
 
+#: How many model names' routes a router keeps (names come from clients: bounded).
+RESOLVED: Final = 256
+
+
 class Router:
     """Resolves a requested model: a configured chain first, else the registry's mapping,
     then the default fallbacks appended (unless the route already ends with them).
@@ -122,6 +126,9 @@ class Router:
         self._unusable = dict(unusable or {})
         self._unserved = dict(unserved or {})
         self._pruned = {name: tuple(why) for name, why in (pruned or {}).items()}
+        # what resolve() found for the last model names asked for: a route, or the class and
+        # cause of the refusal (raised anew each time, so no traceback piles up)
+        self._resolved: dict[str, Route | tuple[type[UnknownModel], str | None]] = {}
 
     @property
     def chain_names(self) -> tuple[str, ...]:
@@ -152,7 +159,23 @@ class Router:
         """The route for ``model``; raises :class:`UnusableChain` for a chain with no usable
         entry, else :class:`UnknownModel` (with the cause when the model's provider is known
         but not running). Hops of providers that are not running are left out, and so are
-        repeats of a (provider, model)."""
+        repeats of a (provider, model). A router never changes (a reload builds a new one),
+        so the answers for the last :data:`RESOLVED` model names are kept."""
+        known = self._resolved.get(model)
+        if known is None:
+            try:
+                known = self._resolve(model)
+            except UnknownModel as exc:
+                known = (type(exc), exc.cause)
+            if len(self._resolved) >= RESOLVED:
+                self._resolved.clear()
+            self._resolved[model] = known
+        if isinstance(known, Route):
+            return known
+        refusal, cause = known
+        raise refusal(model, cause)
+
+    def _resolve(self, model: str) -> Route:
         if model in self._unusable and model not in self._chains:
             raise UnusableChain(model, self._unusable[model])
         hops = self._chains.get(model)

@@ -19,6 +19,10 @@ def _extras(record: logging.LogRecord) -> dict[str, Any]:
             if k not in _STANDARD and not k.startswith("_")}
 
 
+#: What ``json.dumps(entry, default=str, ensure_ascii=False)`` does, made once.
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False)
+
+
 class JsonLinesFormatter(logging.Formatter):
     """One JSON object per line: ``ts``, ``level``, ``logger``, ``msg`` and the extras."""
 
@@ -32,7 +36,7 @@ class JsonLinesFormatter(logging.Formatter):
         entry.update(_extras(record))
         if record.exc_info:
             entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        return _JSON.encode(entry)
 
 
 class TextFormatter(logging.Formatter):

@@ -55,7 +55,7 @@ class Body:
         if self._ended:
             return None
         if self._chunks is None:
-            self._chunks = self.response.aiter_bytes()
+            self._chunks = _chunks(self.response)
         try:
             return await self._chunks.__anext__()
         except StopAsyncIteration:
@@ -87,3 +87,14 @@ class Body:
                     await self.receive()
                 except Exception:
                     break
+
+
+def _chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body's chunks as they arrive. Without a content coding (OLP asks for
+    ``identity``), straight from the transport's stream: ``aiter_bytes`` adds two generators,
+    a decoder and a chunker per chunk that would change nothing (ADR 0028). The connection
+    goes back to the pool when the response is closed (:meth:`Body.discard`)."""
+    coding = response.headers.get("content-encoding", "identity").strip().lower()
+    if coding in ("", "identity") and isinstance(response.stream, httpx.AsyncByteStream):
+        return response.stream.__aiter__()
+    return response.aiter_bytes()
