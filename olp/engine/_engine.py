@@ -158,6 +158,7 @@ class Engine:
         self.health = health or HealthBook(clock=time.time)
         self.ledger = ledger or Ledger()
         self._on_change = on_change
+        self._notified: tuple[int, int] | None = None  # the versions last told on_change
         self._retry_budgets = dict(cli_retry_budget_s or {})
 
     def reconfigure(self, router: Router, actors: Mapping[str, ProviderActor], *,
@@ -172,7 +173,14 @@ class Engine:
         return self._retry_budgets.get(provider, DEFAULT_CLI_RETRY_BUDGET_S)
 
     def changed(self) -> None:
-        if self._on_change is not None:
+        """Tell ``on_change`` (what persists the health book and the ledger) that one of
+        them may have changed; only when one did (a spawn or a success usually changes
+        nothing kept: no wake-up per request)."""
+        if self._on_change is None:
+            return
+        versions = (self.health.version, self.ledger.version)
+        if versions != self._notified:
+            self._notified = versions
             self._on_change()
 
     def note_quota(self, provider: str, event: QuotaReport) -> None:

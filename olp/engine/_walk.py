@@ -83,12 +83,19 @@ class Walk:
     request: ChatRequest
     context: RequestContext
     actors: Mapping[str, ProviderActor]  # the engine's when the request came (a reload swaps)
-    chain_id: str = field(default_factory=lambda: secrets.token_hex(6))
+    _chain_id: str = ""  # made when first logged (most requests log no hop)
     records: list[HopRecord] = field(default_factory=list)
     first: tuple[Hop, Error] | None = None
     last: tuple[Hop, Error] | None = None
     index: int = -1
     stopped: bool = False
+
+    @property
+    def chain_id(self) -> str:
+        """The id that ties this request's ``hop`` log lines together."""
+        if not self._chain_id:
+            self._chain_id = secrets.token_hex(6)
+        return self._chain_id
 
     async def next_attempt(self) -> Attempt | None:
         """The next hop to try, with its event source; ``None`` once the chain is done.
