@@ -125,8 +125,8 @@ class Completion:
 
     @property
     def usage(self) -> Usage | None:
-        usages = [e for e in self.events if isinstance(e, Usage)]
-        return usages[-1] if usages else None
+        """The last usage report (the one that counts)."""
+        return next((e for e in reversed(self.events) if isinstance(e, Usage)), None)
 
     @property
     def model(self) -> str:

@@ -52,6 +52,12 @@ class SSEDecoder:
         buf += chunk
         out: list[SSEEvent] = []
         pos = 0
+        if b"\r" not in buf:  # the usual case, LF line ends only: split at once
+            last = buf.rfind(b"\n")
+            if last >= 0:
+                for line in bytes(buf[:last]).split(b"\n"):
+                    self._line(line, out)
+                pos = last + 1
         while (m := _LINE_END.search(buf, pos)) is not None:
             end = m.start()
             line = bytes(buf[pos:end])

@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 import msgspec
 import pytest
 import trio
+import trio.testing
 
 from olp.cache import CacheStore, ReplaySource
 from olp.ir import Error, Event, Retrying, Start, Stop, TextDelta, ToolCallDelta, Usage
@@ -356,6 +357,15 @@ async def test_replay_after_abandon_is_closed_and_receive_is_a_checkpoint() -> N
     source.abandon()
     with pytest.raises(trio.ClosedResourceError):
         await source.receive()
+
+
+async def test_replay_checkpoints_once_then_hands_out_the_rest_at_once() -> None:
+    events = answer("hello")
+    source = ReplaySource(events)
+    assert await source.receive() == events[0]
+    with trio.testing.assert_no_checkpoints():
+        rest = [await source.receive() for _ in events[1:]]
+    assert rest == events[1:]
 
 
 @pytest.mark.parametrize("events", [[], [TextDelta(text="a")], [Stop(), Stop()]])

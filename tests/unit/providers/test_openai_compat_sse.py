@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from olp.providers.openai_compat import SSEDecoder, SSEEvent, SSETooLarge
+from olp.providers.openai_compat._sse import _LINE_END
 
 
 def decode_all(*chunks: bytes, max_event_bytes: int = 1 << 20) -> list[SSEEvent]:
@@ -133,3 +136,49 @@ def test_garbage_never_crashes_and_splits_do_not_matter(data: bytes, cuts: list[
     points = sorted({c % (len(data) + 1) for c in cuts})
     chunks = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
     assert decode_all(*chunks) == decode_all(data)
+
+
+class _RegexOnly(SSEDecoder):
+    """The decoder without its shortcut for LF-only input: every line end found by the
+    regular expression, as before ADR 0028."""
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._skip_lf and chunk:
+            self._skip_lf = False
+            if chunk[:1] == b"\n":
+                chunk = chunk[1:]
+        buf = self._buf
+        buf += chunk
+        out: list[SSEEvent] = []
+        pos = 0
+        while (m := _LINE_END.search(buf, pos)) is not None:
+            end = m.start()
+            line = bytes(buf[pos:end])
+            if buf[end] == 0x0D:
+                if end + 1 < len(buf):
+                    pos = end + 2 if buf[end + 1] == 0x0A else end + 1
+                else:
+                    pos = end + 1
+                    self._skip_lf = True
+            else:
+                pos = end + 1
+            self._line(line, out)
+        del buf[:pos]
+        return out
+
+
+def test_the_lf_shortcut_decodes_as_the_line_by_line_way_over_any_split() -> None:
+    rng = random.Random(28)
+    pieces = [b'data: {"a":1}\n\n', b"data: x\r\n\r\n", b": keepalive\n",
+              b"event: e\ndata: y\n\n", b"data: z\rdata: w\r\r", b"\xef\xbb\xbfdata: bom\n\n",
+              b"data:\n\n", b"id: 3\nretry: 1\n\n", b"data: \xff\xfe\n\n"]
+    for _ in range(2000):
+        stream = b"".join(rng.choice(pieces) for _ in range(rng.randint(1, 12)))
+        if rng.random() < 0.5:
+            stream = stream.replace(b"\r", b"")  # the shortcut's case
+        cuts = sorted(rng.sample(range(len(stream) + 1), min(len(stream), rng.randint(0, 6))))
+        chunks = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        fast, slow = SSEDecoder(), _RegexOnly()
+        got = [e for c in chunks for e in fast.feed(c)] + fast.close()
+        want = [e for c in chunks for e in slow.feed(c)] + slow.close()
+        assert got == want and fast.comments == slow.comments
