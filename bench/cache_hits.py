@@ -71,6 +71,7 @@ from bench._common import (
 
 FAKE_CLAUDE = REPO / "tests" / "support" / "fakes" / "fake_claude.py"
 MODEL = "claude-sonnet-4-6"
+BASELINE = "OLP before"
 CANNED = "Hello from the mock upstream."  # what the fake claude answers
 PATH = "/v1/chat/completions"
 SECTION = "cache-hits"
@@ -262,9 +263,11 @@ async def closed_loop(server: Server, pool: Sequence[httpx.AsyncClient], run: Ru
                 nursery.start_soon(worker, pool[i % len(pool)])
 
 
-def slice_order(slices: int) -> list[int]:
-    """Target indices for ``slices`` rounds of two targets, ABBA: 0 1 1 0 0 1 1 0 ..."""
-    return [i for k in range(slices) for i in ((0, 1) if k % 2 == 0 else (1, 0))]
+def slice_order(slices: int, targets: int = 2) -> list[int]:
+    """Target indices for ``slices`` rounds, ABBA: 0 1 1 0 0 1 1 0 ... (0 1 2 2 1 0 ... for
+    three)."""
+    forward = list(range(targets))
+    return [i for k in range(slices) for i in (forward if k % 2 == 0 else forward[::-1])]
 
 
 async def step(servers: Sequence[Server], stream: bool, concurrency: int, clients: str,
@@ -277,7 +280,7 @@ async def step(servers: Sequence[Server], stream: bool, concurrency: int, client
     try:
         for server, pool, run in zip(servers, pools, runs, strict=True):
             await closed_loop(server, pool, run, warmup_s, 0.0)
-        for i in slice_order(slices):
+        for i in slice_order(slices, len(servers)):
             await closed_loop(servers[i], pools[i], runs[i], 0.0, duration_s / slices)
     finally:
         with trio.CancelScope(shield=True):
@@ -368,6 +371,7 @@ def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argpar
         *table(["mode", "C", "OLP req/s", "bare req/s", "ratio", "OLP p50", "bare p50",
                 "ratio", "OLP p99", "bare p99", "OLP CPU ms", "bare CPU ms"],
                "l" + "r" * 11, _side_by_side(by)),
+        *_before_after_block(by, args.baseline),
         "",
         "**All runs** (ms; first byte = until the first body bytes arrived; CPU = CPU time "
         f"used during the {duration:g} s measured ÷ answers completed in it):",
@@ -381,12 +385,13 @@ def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argpar
         "What the numbers mean:",
         "",
         "- **OLP hit**: `POST /v1/chat/completions` with the owner key, answered from the "
-        "cache: the key check (SHA-256 and a SQLite query, in a worker thread), body "
-        "decoding, routing, the cache key, the cache read (a SQLite write transaction in a "
-        "worker thread: it also marks the entry used), the replay as JSON or SSE, the "
-        "`X-OLP-*` headers and a log line. Every measured OLP answer was checked (200, "
-        "`X-OLP-Cache: hit`, the expected body); anything else is counted under *errors* and "
-        "left out of the latencies.",
+        "cache: the key check (SHA-256; the key store itself, in a worker thread, at most "
+        "every 2 s per key), the key's limits, body decoding, routing, the cache key "
+        "(SHA-256), the cache read (from memory; its last-used time is written in batches), "
+        "the replay as JSON or SSE, the `X-OLP-*` headers, the audit row and ledger (written "
+        "in batches by a worker thread), the metrics and a log line. Every measured OLP "
+        "answer was checked (200, `X-OLP-Cache: hit`, the expected body); anything else is "
+        "counted under *errors* and left out of the latencies.",
         "- **bare app**: the same request; the header compared with a constant, `json.loads` "
         "of the body, a canned answer. What Quart-Trio and Hypercorn cost by themselves.",
         "- **req/s**: answers completed inside the measured slices ÷ their length (a request "
@@ -423,6 +428,46 @@ def _side_by_side(by: dict[tuple[str, bool, int], Run]) -> list[list[str]]:
                 _ms(pb["p99"]), _num(o.cpu_ms_per_request(o.server_cpu_s), 2),
                 _num(b.cpu_ms_per_request(b.server_cpu_s), 2)])
     return rows
+
+
+def _before_after_block(by: dict[tuple[str, bool, int], Run], baseline: Path | None
+                        ) -> list[str]:
+    """The before-and-after table, when a baseline OLP ran."""
+    if not any(target == BASELINE for target, _, _ in by):
+        return []
+    return ["", f"**Before and after** (OLP at the baseline checkout `{_describe(baseline)}` "
+                "against this one, in the same run; ms):", "",
+            *table(["mode", "C", "req/s before", "req/s after", "ratio", "p50 before",
+                    "p50 after", "CPU ms before", "CPU ms after"], "l" + "r" * 8,
+                   _before_after(by))]
+
+
+def _before_after(by: dict[tuple[str, bool, int], Run]) -> list[list[str]]:
+    rows = []
+    for stream in MODES:
+        for c in CONCURRENCY:
+            old, new = by.get((BASELINE, stream, c)), by.get(("OLP", stream, c))
+            if old is None or new is None:
+                continue
+            rows.append([
+                mode_name(stream), str(c), _num(old.rps), _num(new.rps),
+                _ratio(new.rps, old.rps), _ms(pcts(old.latency_s)["p50"]),
+                _ms(pcts(new.latency_s)["p50"]),
+                _num(old.cpu_ms_per_request(old.server_cpu_s), 2),
+                _num(new.cpu_ms_per_request(new.server_cpu_s), 2)])
+    return rows
+
+
+def _describe(checkout: Path | None) -> str:
+    """The baseline's commit (short hash), or its directory when it is no git checkout."""
+    if checkout is None:
+        return "-"
+    try:
+        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip() or str(checkout)
+    except (OSError, subprocess.SubprocessError):
+        return str(checkout)
 
 
 def _run_row(run: Run) -> list[str]:
@@ -493,8 +538,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="one httpx.AsyncClient per worker (default), or one shared by "
                              "all workers (httpcore's pool then costs the client O(C) CPU "
                              "per request; a check at C=64 is always run with it)")
+    parser.add_argument("--baseline", type=Path, metavar="DIR",
+                        help="also serve the hits with the OLP of another checkout (e.g. a "
+                             "`git worktree` of the commit before a change), interleaved, "
+                             "for before and after")
     add_write(parser, SECTION)
     args = parser.parse_args(argv)
+    if args.baseline is not None and not (args.baseline / "olp" / "__init__.py").is_file():
+        parser.error(f"--baseline {args.baseline}: no olp package there")
     if args.duration <= 0 or args.warmup < 0 or args.slices < 1:
         parser.error("--duration must be positive, --warmup not negative, --slices >= 1")
     return args
@@ -513,12 +564,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             capture = warm_and_capture(olp)
             print(f"OLP at {olp.url}, cache warm; starting the bare app...", file=sys.stderr)
             bare = start_bare(root, capture)
+            servers = [olp, bare]
             try:
                 check_bare(bare, capture)
-                runs = trio.run(run_all, [olp, bare], args.warmup, args.duration,
+                if args.baseline is not None:
+                    (root / "baseline").mkdir()
+                    servers.append(start_olp(
+                        root / "baseline", olp_config(), ["anthropic"], name=BASELINE,
+                        env={"PYTHONPATH": str(args.baseline.resolve())}))
+                    warm_and_capture(servers[-1])
+                runs = trio.run(run_all, servers, args.warmup, args.duration,
                                 args.clients, args.slices)
             finally:
-                stop(bare)
+                for server in servers[1:]:
+                    stop(server)
         finally:
             stop(olp)
         notes += logged_errors_note(olp.log_path, "OLP")

@@ -282,6 +282,23 @@ def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argp
         *table(["mode", "C", "server", "n", "req/s", "per rep", "first p50", "first p99",
                 "end p50", "end p90", "end p99", "CPU ms/req"], "lrl" + "r" * 9,
                map(row, cells)),
+        "",
+        "What the numbers mean:",
+        "",
+        "- **What OLP does that the floor does not**: the key check, the per-key limits, "
+        "routing and the fallback walk, the hand-off to the provider's actor and back over "
+        "a memory channel, the `X-OLP-*` headers, the audit row and ledger (written in "
+        "batches by a worker thread), the metrics and one log line. For a JSON answer OLP "
+        "also asks the upstream for a stream and assembles it, where the floor forwards "
+        "JSON as JSON: the stream is what gives OLP its first-output and idle deadlines "
+        "and a partial answer to fall back from (ADR 0028 measures what forwarding JSON "
+        "would save).",
+        "- **CPU ms/req** is the fairest comparison: it does not depend on the client, which "
+        "shares the other CPU with the mock. At C the servers are CPU-bound, so req/s "
+        "follows it.",
+        "- **per rep**: this machine's speed drifts by tens of percent over minutes; the "
+        "servers take turns in short blocks so a drift hits all of them alike, and the "
+        "ratios are steadier than the absolute figures.",
     ]
     return finish(lines, notes)
 
