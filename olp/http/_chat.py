@@ -132,7 +132,8 @@ def olp_headers(**values: OlpValue) -> dict[str, str]:
 def _encode(text: str, cap: int, safe: frozenset[str]) -> str:
     """``text`` percent-encoded but for the ``safe`` characters, cut to ``cap`` bytes with
     :data:`CUT` when it is longer (looks at no more than ``cap`` characters)."""
-    if len(text) <= cap and _PLAIN.match(text) and (safe is _VISIBLE or "," not in text):
+    if len(text) <= cap and _PLAIN.match(text) and (
+            safe is _VISIBLE or (safe is _IN_LIST and "," not in text)):
         return text  # the usual case (a model or provider name): nothing to encode
     out: list[str] = []
     size = fits = 0
