@@ -429,6 +429,17 @@ def command_line(module: str, argv: Sequence[str] | None) -> str:
     return shlex.join([python, "-m", module, *shown])
 
 
+def checkout_label(checkout: Path) -> str:
+    """A checkout's commit (short hash) for a report, or its directory when it is no git
+    checkout (a ``--baseline``)."""
+    try:
+        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=10, check=True)
+        return out.stdout.strip() or str(checkout)
+    except (OSError, subprocess.SubprocessError):
+        return str(checkout)
+
+
 def run_main(main: Callable[[], int], module: str) -> NoReturn:
     """Exit with ``main()``'s status; a :class:`BenchError` becomes a one-line message."""
     try:

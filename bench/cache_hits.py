@@ -51,6 +51,7 @@ from bench._common import (
     async_client,
     base_env,
     chat_body,
+    checkout_label,
     command_line,
     finish,
     load_before_after,
@@ -435,8 +436,9 @@ def _before_after_block(by: dict[tuple[str, bool, int], Run], baseline: Path | N
     """The before-and-after table, when a baseline OLP ran."""
     if not any(target == BASELINE for target, _, _ in by):
         return []
-    return ["", f"**Before and after** (OLP at the baseline checkout `{_describe(baseline)}` "
-                "against this one, in the same run; ms):", "",
+    label = checkout_label(baseline) if baseline is not None else "-"
+    return ["", f"**Before and after** (OLP at the baseline checkout `{label}` against this "
+                "one, in the same run; ms):", "",
             *table(["mode", "C", "req/s before", "req/s after", "ratio", "p50 before",
                     "p50 after", "CPU ms before", "CPU ms after"], "l" + "r" * 8,
                    _before_after(by))]
@@ -456,18 +458,6 @@ def _before_after(by: dict[tuple[str, bool, int], Run]) -> list[list[str]]:
                 _num(old.cpu_ms_per_request(old.server_cpu_s), 2),
                 _num(new.cpu_ms_per_request(new.server_cpu_s), 2)])
     return rows
-
-
-def _describe(checkout: Path | None) -> str:
-    """The baseline's commit (short hash), or its directory when it is no git checkout."""
-    if checkout is None:
-        return "-"
-    try:
-        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10, check=True)
-        return out.stdout.strip() or str(checkout)
-    except (OSError, subprocess.SubprocessError):
-        return str(checkout)
 
 
 def _run_row(run: Run) -> list[str]:

@@ -1,6 +1,7 @@
 """OLP's pass-through next to the floor of its own stack, in one interleaved run.
 
-    python -m bench.hot_path [--requests N] [--reps R] [--concurrency C] [--write PATH]
+    python -m bench.hot_path [--requests N] [--reps R] [--concurrency C] [--baseline DIR]
+                             [--write PATH]
 
 Starts the loopback mock upstream of ``bench.passthrough`` (``up``: 4 deltas, no delay),
 ``olp start`` (cache off, one ``openai-compatible`` provider ``up``, chain ``direct`` = [up])
@@ -13,7 +14,8 @@ For each cell (JSON and streaming, one at a time and C at a time) the two server
 in blocks (ABBA), R repetitions of N requests each, with ``Cache-Control: no-store``. Reports
 per server p50/p90/p99 to the first content byte and to the end, requests/s and server CPU per
 request, and checks the targets of issue #31: JSON p50 one at a time at most 1 ms above the
-floor's; at C, at least 0.8× the floor's requests/s and streams/s.
+floor's; at C, at least 0.8× the floor's requests/s and streams/s. ``--baseline DIR`` adds the
+OLP of another checkout (``PYTHONPATH=DIR``) to the turns, for before and after in one run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from bench._common import (
     arg_parser,
     async_client,
     base_env,
+    checkout_label,
     command_line,
     f2,
     finish,
@@ -303,16 +306,6 @@ def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argp
     return finish(lines, notes)
 
 
-def _describe(checkout: Path) -> str:
-    """The baseline's commit (short hash), or its directory when it is no git checkout."""
-    try:
-        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=10, check=True)
-        return out.stdout.strip() or str(checkout)
-    except (OSError, subprocess.SubprocessError):
-        return str(checkout)
-
-
 # -- main --------------------------------------------------------------------------------------
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -332,7 +325,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.baseline is not None:
         if not (args.baseline / "olp" / "__init__.py").is_file():
             parser.error(f"--baseline {args.baseline}: no olp package there")
-        args.baseline_label = _describe(args.baseline)
+        args.baseline_label = checkout_label(args.baseline)
     if min(args.requests, args.reps, args.concurrency) < 1:
         parser.error("--requests, --reps and --concurrency must be at least 1")
     return args
