@@ -69,6 +69,8 @@ from bench._common import (
     table,
     wait_listening,
 )
+from bench.bookkeeping import measure as measure_bookkeeping
+from bench.bookkeeping import summary as bookkeeping_summary
 
 FAKE_CLAUDE = REPO / "tests" / "support" / "fakes" / "fake_claude.py"
 MODEL = "claude-sonnet-4-6"
@@ -327,7 +329,7 @@ def _ratio(a: float, b: float, digits: int = 2) -> str:
 
 
 def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argparse.Namespace,
-           notes: Sequence[str]) -> str:
+           notes: Sequence[str], bookkeeping: dict[str, float] | None = None) -> str:
     warmup, clients, slices = args.warmup, args.clients, args.slices
     main = [r for r in runs if r.clients == clients]
     checks = [r for r in runs if r.clients != clients]
@@ -361,7 +363,7 @@ def render(runs: Sequence[Run], info: dict[str, str], command: str, args: argpar
             else "one `AsyncClient` shared by the C workers (a pool of C keep-alive "
             "connections)") + ", in one process on the same CPUs as the servers",
     ]
-    summary = _summary(by)
+    summary = _summary(by) + _budget(by, bookkeeping)
     if summary:
         lines += ["", "**In short:**", "", *summary]
     lines += [
@@ -491,6 +493,28 @@ def _summary(by: dict[tuple[str, bool, int], Run]) -> list[str]:
     return out
 
 
+def _budget(by: dict[tuple[str, bool, int], Run],
+            bookkeeping: dict[str, float] | None) -> list[str]:
+    """What 0.8× the bare app's rate leaves OLP per hit (issue #31), at C=16, against what its
+    own work takes and what the bookkeeping alone takes (:mod:`bench.bookkeeping`)."""
+    out = []
+    for stream in MODES:
+        o, b = by.get(("OLP", stream, 16)), by.get(("bare app", stream, 16))
+        if o is None or b is None:
+            continue
+        co, cb = (r.cpu_ms_per_request(r.server_cpu_s) for r in (o, b))
+        out.append(f"{mode_name(stream)} {_num(cb / 0.8 - cb, 2)} ms (OLP's own work takes "
+                   f"{_num(co - cb, 2)})")
+    if not out:
+        return []
+    kept = "" if bookkeeping is None else (
+        "; of OLP's own work, the bookkeeping every request keeps (measured in-process "
+        f"after the runs, `python -m bench.bookkeeping`): {bookkeeping_summary(bookkeeping)}")
+    return ["- Budget at C=16: with the server's CPU the only limit, 0.8× the bare app's "
+            "rate leaves OLP this much CPU per hit beyond the bare app's: "
+            + "; ".join(out) + kept + "."]
+
+
 def _client_check(main: Sequence[Run], checks: Sequence[Run]) -> str:
     parts = []
     for check in checks:
@@ -571,6 +595,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             stop(olp)
         notes += logged_errors_note(olp.log_path, "OLP")
+    print("the bookkeeping, in-process...", file=sys.stderr)
+    bookkeeping = measure_bookkeeping()
     info["load"] = load_before_after(info["load"])
     # ticks are 10 ms: on a quiet machine this can come out a hair below zero
     others = max(0.0, sum(r.machine_cpu_s - r.server_cpu_s - r.client_cpu_s for r in runs))
@@ -587,7 +613,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if errors:
         notes.append(f"{errors} answer(s) were errors or not cache hits (see *errors*), e.g. "
                      + next(r.error_example for r in runs if r.errors))
-    publish(render(runs, info, command, args, notes), args.write, SECTION)
+    publish(render(runs, info, command, args, notes, bookkeeping), args.write, SECTION)
     return 0
 
 

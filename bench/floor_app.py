@@ -1,6 +1,6 @@
 """The floor for a pass-through: a bare Quart-Trio app that forwards to the upstream.
 
-    python -m bench.floor_app --upstream URL [--key KEY] [--port 0]
+    python -m bench.floor_app --upstream URL [--key KEY] [--port 0] [--stream-upstream]
 
 ``POST /v1/chat/completions`` reads the body, looks at ``"stream"``, and sends the same bytes
 to ``{URL}/chat/completions`` with one shared ``httpx.AsyncClient`` (``Authorization: Bearer
@@ -8,6 +8,12 @@ KEY``). A JSON answer is read whole and returned with the upstream's status; a s
 is passed through as its bytes arrive. Nothing else: no key check, no routing, no accounting,
 no headers of its own, no logging. Any proxy built on this stack pays at least this much, so
 ``bench.hot_path`` judges OLP's pass-through against it.
+
+``--stream-upstream`` (the *streamed floor*) asks the upstream for a stream for a JSON request
+too, as OLP does to keep its first-output and idle deadlines, and assembles the answer from
+the SSE lines with the stdlib's ``json`` (text, finish reason and usage; tool calls are not
+assembled). ``bench.hot_path`` runs it next to the floor to show what that stream costs a
+bare app.
 
 Served like :mod:`olp.runtime.server` serves OLP: ``hypercorn.trio.serve``, bind
 ``127.0.0.1:<port>``, access log off. Prints ``LISTENING <url>`` (flushed) once bound;
@@ -23,6 +29,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Sequence
 from functools import partial
+from typing import Any
 
 import httpx
 import hypercorn.config
@@ -36,7 +43,7 @@ HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "k
                          "date", "server"})
 
 
-def create_app(upstream: str, key: str) -> QuartTrio:
+def create_app(upstream: str, key: str, *, stream_upstream: bool = False) -> QuartTrio:
     """The forwarding app; its one ``AsyncClient`` lives from start-up to shutdown."""
     app = QuartTrio("olp-floor")
     url = upstream.rstrip("/") + "/chat/completions"
@@ -57,8 +64,11 @@ def create_app(upstream: str, key: str) -> QuartTrio:
     async def chat() -> Response:
         body = await request.get_data()
         client = clients[0]
+        payload = json.loads(body)
+        if not payload.get("stream") and stream_upstream:
+            return await _assembled(client, url, headers, payload)
         upstream_request = client.build_request("POST", url, content=body, headers=headers)
-        if not json.loads(body).get("stream"):
+        if not payload.get("stream"):
             answer = await client.send(upstream_request)
             return Response(answer.content, status=answer.status_code,
                             content_type=answer.headers.get("content-type"))
@@ -79,12 +89,51 @@ def create_app(upstream: str, key: str) -> QuartTrio:
     return app
 
 
+async def _assembled(client: httpx.AsyncClient, url: str, headers: dict[str, str],
+                     payload: dict[str, Any]) -> Response:
+    """A JSON answer made from the upstream's stream (``--stream-upstream``)."""
+    payload = {**payload, "stream": True, "stream_options": {"include_usage": True}}
+    answer = await client.send(client.build_request(
+        "POST", url, content=json.dumps(payload).encode(), headers=headers), stream=True)
+    try:
+        if answer.status_code != 200:
+            await answer.aread()
+            return Response(answer.content, status=answer.status_code,
+                            content_type=answer.headers.get("content-type"))
+        text: list[str] = []
+        head: dict[str, Any] = {}
+        finish, usage, rest = None, None, b""
+        async for chunk in answer.aiter_raw():
+            *lines, rest = (rest + chunk).split(b"\n")
+            for line in lines:
+                if not line.startswith(b"data: ") or line.startswith(b"data: [DONE]"):
+                    continue
+                event = json.loads(line[6:])
+                head = head or event
+                usage = event.get("usage") or usage
+                for choice in event.get("choices") or ():
+                    text.append(choice.get("delta", {}).get("content") or "")
+                    finish = choice.get("finish_reason") or finish
+    finally:
+        await answer.aclose()
+    message = {"role": "assistant", "content": "".join(text)}
+    completion = {"id": head.get("id"), "object": "chat.completion",
+                  "created": head.get("created"), "model": head.get("model"),
+                  "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+                  "usage": usage}
+    return Response(json.dumps(completion).encode(), status=200,
+                    content_type="application/json")
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.floor_app", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--upstream", required=True, help="the upstream's base URL (…/v1)")
     parser.add_argument("--key", default="sk-bench-router", help="the upstream's API key")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--stream-upstream", action="store_true",
+                        help="ask the upstream for a stream for JSON requests too, and "
+                             "assemble the answer (the streamed floor)")
     return parser.parse_args(argv)
 
 
@@ -98,7 +147,8 @@ async def serve(args: argparse.Namespace) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_watch_signals, shutdown)
         urls: list[str] = await nursery.start(partial(
-            hypercorn.trio.serve, create_app(args.upstream, args.key), config,
+            hypercorn.trio.serve,
+            create_app(args.upstream, args.key, stream_upstream=args.stream_upstream), config,
             shutdown_trigger=shutdown.wait))
         print(f"LISTENING {urls[0]}", flush=True)
 

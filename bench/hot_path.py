@@ -59,11 +59,14 @@ from bench._common import (
     table,
     wait_listening,
 )
+from bench.bookkeeping import measure as measure_bookkeeping
+from bench.bookkeeping import summary as bookkeeping_summary
 from bench.passthrough import ROUTER_KEY, UPSTREAM_MODEL, Sample, Target, block, start_mocks
 
 SECTION = "hot-path"
 LIBS = ("trio", "hypercorn", "quart", "quart-trio", "h11", "httpx", "httpcore", "msgspec")
 BASELINE = "OLP before"
+STREAMED = "streamed floor"
 WARMUP = 20
 SEQ_BLOCK = 25
 CONC_BLOCK = 5  # blocks of 5 x C requests when concurrent
@@ -79,14 +82,17 @@ def pin(cpus: set[int] | None) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def start_floor(root: Path, upstream: str) -> Server:
-    out_path, log_path = root / "floor.out", root / "floor.log"
+def start_floor(root: Path, upstream: str, *, streamed: bool = False) -> Server:
+    """``bench.floor_app``; ``streamed``: with ``--stream-upstream`` (the streamed floor)."""
+    stem = "streamed-floor" if streamed else "floor"
+    out_path, log_path = root / f"{stem}.out", root / f"{stem}.log"
     with open(out_path, "wb") as out, open(log_path, "wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "bench.floor_app", "--upstream", upstream, "--key",
-             ROUTER_KEY], env=base_env(root, root), cwd=REPO, stdin=subprocess.DEVNULL,
+             ROUTER_KEY, *(["--stream-upstream"] if streamed else [])],
+            env=base_env(root, root), cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=out, stderr=log, start_new_session=True)
-    server = Server("floor app", process, log_path)
+    server = Server(f"{stem.replace('-', ' ')} app", process, log_path)
 
     def listening() -> str | None:
         for line in out_path.read_text(errors="replace").splitlines():
@@ -178,7 +184,9 @@ async def run_all(targets: dict[str, Target], pids: dict[str, int], requests: in
     for c in (1, concurrency):
         for stream in (False, True):
             print(f"  {mode_name(stream)}, {c} at a time...", file=sys.stderr)
-            out += await run_cell(targets, pids, stream, c, requests, reps)
+            # for a streamed request the streamed floor is the floor: it runs JSON cells only
+            these = {s: t for s, t in targets.items() if not (stream and s == STREAMED)}
+            out += await run_cell(these, pids, stream, c, requests, reps)
     return out
 
 
@@ -206,6 +214,42 @@ def verdicts(by: dict[tuple[str, bool, int], Cell], concurrency: int) -> list[st
                      f"floor {f.rps:.0f}: **{ratio:.2f}×** (target ≥ {RATE_RATIO:g}×: "
                      f"{'met' if ok else 'NOT met'})")
     return lines
+
+
+def stream_share(by: dict[tuple[str, bool, int], Cell], concurrency: int,
+                 bookkeeping: dict[str, float] | None) -> list[str]:
+    """What the stream OLP asks for costs a bare app, against the targets' budgets, and what
+    the bookkeeping the issue keeps costs by itself (:mod:`bench.bookkeeping`)."""
+    if (STREAMED, False, 1) not in by:
+        return []
+
+    def p50(s: str, c: int) -> float:
+        return pcts([x.total_ms for x in by[(s, False, c)].samples])["p50"]
+
+    def cpu(s: str) -> float:
+        cell = by[(s, False, concurrency)]
+        return cell.cpu_s * 1000 / len(cell.samples)
+
+    floor, streamed, olp = cpu("floor"), cpu(STREAMED), cpu("OLP")
+    budget = floor / RATE_RATIO - floor
+    left = budget - (streamed - floor)
+    rate = by[(STREAMED, False, concurrency)].rps / by[("floor", False, concurrency)].rps
+    kept = [] if bookkeeping is None else [
+        f"- The bookkeeping every request keeps, measured in-process after the cells on the "
+        f"servers' CPU (`python -m bench.bookkeeping`; CPU per request): "
+        f"{bookkeeping_summary(bookkeeping)}"]
+    return [
+        f"- JSON one at a time, p50: the streamed floor {f2(p50(STREAMED, 1))} ms, "
+        f"**{p50(STREAMED, 1) - p50('floor', 1):+.2f} ms** over the floor (of the "
+        f"{JSON_P50_MARGIN_MS:g} ms the target allows OLP)",
+        f"- JSON at C={concurrency}: the streamed floor serves **{rate:.2f}×** the floor's "
+        f"requests/s. CPU per request: floor {f2(floor)} ms, streamed floor {f2(streamed)} "
+        f"ms, OLP {f2(olp)} ms. {RATE_RATIO:g}× the floor's rate leaves OLP "
+        f"{f2(budget)} ms per request beyond the floor's; the stream takes "
+        f"**{f2(streamed - floor)} ms** of it on a bare app, leaving {f2(left)} "
+        f"ms for all of OLP's own work, which takes {f2(olp - streamed)} ms",
+        *kept,
+    ]
 
 
 def before_after(by: dict[tuple[str, bool, int], Cell], concurrency: int) -> list[str]:
@@ -239,7 +283,7 @@ def row(cell: Cell) -> list[str]:
 
 
 def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argparse.Namespace,
-           pinned: bool, notes: Sequence[str]) -> str:
+           pinned: bool, notes: Sequence[str], bookkeeping: dict[str, float] | None) -> str:
     by = {(c.server, c.stream, c.concurrency): c for c in cells}
     placement = ("OLP and the floor pinned to CPU 0; the mock upstream and the load generator "
                  "to CPU 1" if pinned else "not pinned (fewer than 2 CPUs)")
@@ -274,6 +318,12 @@ def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argp
         "",
         *verdicts(by, args.concurrency),
         "",
+        "**What the stream costs on the bare stack** (the *streamed floor*: the floor app "
+        "with `--stream-upstream`, which asks the upstream for a stream for a JSON request "
+        "too, as OLP does, and assembles the answer; JSON cells only):",
+        "",
+        *stream_share(by, args.concurrency, bookkeeping),
+        "",
         *(["**Before and after** (OLP at the baseline checkout `" + args.baseline_label +
             "` against this one, in the same run; p50 to the first content when streaming, "
             "to the end for JSON; ms):", "", *before_after(by, args.concurrency), ""]
@@ -295,7 +345,7 @@ def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argp
         "also asks the upstream for a stream and assembles it, where the floor forwards "
         "JSON as JSON: the stream is what gives OLP its first-output and idle deadlines "
         "and a partial answer to fall back from (ADR 0028 measures what forwarding JSON "
-        "would save).",
+        "would save; ADR 0029 sets the stream and the bookkeeping against the targets).",
         "- **CPU ms/req** is the fairest comparison: it does not depend on the client, which "
         "shares the other CPU with the mock. At C the servers are CPU-bound, so req/s "
         "follows it.",
@@ -347,8 +397,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               name="OLP", env={"ROUTER_KEY": ROUTER_KEY})
             try:
                 floor = start_floor(root, urls["up"])
-                baseline = None
+                streamed = baseline = None
                 try:
+                    streamed = start_floor(root, urls["up"], streamed=True)
                     if args.baseline is not None:
                         (root / "baseline").mkdir()
                         baseline = start_olp(
@@ -361,9 +412,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                         # named "upstream" for passthrough's checks: the text only, no X-OLP-*
                         "floor": Target("upstream", floor.url, "/v1/chat/completions",
                                         "direct", OWNER_TOKEN),
+                        STREAMED: Target("upstream", streamed.url, "/v1/chat/completions",
+                                         "direct", OWNER_TOKEN),
                         "OLP": Target("direct", proxy.url, "/v1/chat/completions", "direct",
                                       OWNER_TOKEN)}
-                    pids = {"floor": floor.process.pid, "OLP": proxy.process.pid}
+                    pids = {"floor": floor.process.pid, STREAMED: streamed.process.pid,
+                            "OLP": proxy.process.pid}
                     if baseline is not None:
                         targets[BASELINE] = Target("direct", baseline.url,
                                                    "/v1/chat/completions", "direct",
@@ -375,6 +429,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"measured in {time.monotonic() - t0:.0f} s", file=sys.stderr)
                 finally:
                     stop(floor)
+                    if streamed is not None:
+                        stop(streamed)
                     if baseline is not None:
                         stop(baseline)
             finally:
@@ -382,8 +438,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         finally:
             stop(mocks)
         notes = logged_errors_note(proxy.log_path, "OLP")
+    pin(servers_cpu)
+    print("  the bookkeeping, in-process...", file=sys.stderr)
+    bookkeeping = measure_bookkeeping()
     info["load"] = load_before_after(info["load"])
-    publish(render(cells, info, command, args, pinned, notes), args.write, SECTION)
+    publish(render(cells, info, command, args, pinned, notes, bookkeeping), args.write,
+            SECTION)
     return 0
 
 
