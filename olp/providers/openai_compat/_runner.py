@@ -43,6 +43,7 @@ from ._chunks import ChunkReader
 from ._classify import classify, classify_stream_error, cut, parse_error_body
 from ._config import HttpConfig
 from ._cork import cork
+from ._pool import stack_pool
 from ._request import encode_chat_request
 from ._retry import RetryKind, plan_retry
 from ._sse import SSEDecoder, SSETooLarge
@@ -135,6 +136,7 @@ def make_client(config: HttpConfig) -> httpx.AsyncClient:
     trio deadlines in the runner (httpx's read timeout would restart on every chunk)."""
     transport = httpx.AsyncHTTPTransport(trust_env=config.trust_env)
     cork(transport)  # a request's head and body in one send (see ._cork)
+    stack_pool(transport)  # the newest idle connection, in O(1) (see ._pool)
     return httpx.AsyncClient(
         transport=transport,
         timeout=httpx.Timeout(None, connect=config.connect_s),
