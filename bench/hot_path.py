@@ -6,16 +6,19 @@
 Starts the loopback mock upstream of ``bench.passthrough`` (``up``: 4 deltas, no delay),
 ``olp start`` (cache off, one ``openai-compatible`` provider ``up``, chain ``direct`` = [up])
 and ``bench.floor_app`` (a bare Quart-Trio app on Hypercorn's trio worker that forwards to the
-same mock with one shared ``httpx.AsyncClient`` and does nothing else). With two CPUs or more,
-OLP and the floor run pinned to CPU 0 and the mock and this load generator to CPU 1, so the
-server under test has a CPU to itself.
+same mock with one shared ``httpx.AsyncClient`` and does nothing else), and the same app with
+``--stream-upstream`` (the *streamed floor*: a JSON request asked of the upstream as a stream,
+as OLP does). With two CPUs or more, the servers run pinned to CPU 0 and the mock and this
+load generator to CPU 1, so the server under test has a CPU to itself.
 
-For each cell (JSON and streaming, one at a time and C at a time) the two servers take turns
-in blocks (ABBA), R repetitions of N requests each, with ``Cache-Control: no-store``. Reports
-per server p50/p90/p99 to the first content byte and to the end, requests/s and server CPU per
-request, and checks the targets of issue #31: JSON p50 one at a time at most 1 ms above the
-floor's; at C, at least 0.8× the floor's requests/s and streams/s. ``--baseline DIR`` adds the
-OLP of another checkout (``PYTHONPATH=DIR``) to the turns, for before and after in one run.
+For each cell (JSON and streaming, one at a time and C at a time) the servers take turns in
+blocks (ABBA; the streamed floor in JSON cells only), R repetitions of N requests each, with
+``Cache-Control: no-store``. Reports per server p50/p90/p99 to the first content byte and to
+the end, requests/s and server CPU per request, and checks the targets of issue #31: JSON p50
+one at a time at most 1 ms above the floor's; at C, at least 0.8× the floor's requests/s and
+streams/s. Then measures :mod:`bench.bookkeeping` on the servers' CPU and sets the stream and
+the bookkeeping against what 0.8× leaves OLP. ``--baseline DIR`` adds the OLP of another
+checkout (``PYTHONPATH=DIR``) to the turns, for before and after in one run.
 """
 
 from __future__ import annotations
@@ -287,7 +290,7 @@ def row(cell: Cell) -> list[str]:
 def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argparse.Namespace,
            pinned: bool, notes: Sequence[str], bookkeeping: dict[str, float] | None) -> str:
     by = {(c.server, c.stream, c.concurrency): c for c in cells}
-    placement = ("OLP and the floor pinned to CPU 0; the mock upstream and the load generator "
+    placement = ("the servers pinned to CPU 0; the mock upstream and the load generator "
                  "to CPU 1" if pinned else "not pinned (fewer than 2 CPUs)")
     lines = [
         "## Hot path: OLP's pass-through next to the floor of its stack",
@@ -305,7 +308,7 @@ def render(cells: Sequence[Cell], info: dict[str, str], command: str, args: argp
         "```",
         "",
         f"- run: {info['date']}; per cell {args.reps} repetitions × {args.requests} requests "
-        f"per server after {WARMUP} warm-up requests, the two servers taking turns in blocks "
+        f"per server after {WARMUP} warm-up requests, the servers taking turns in blocks "
         f"({SEQ_BLOCK} requests one at a time, {CONC_BLOCK} × C concurrently; ABBA); "
         "`Cache-Control: no-store`",
         f"- machine: {info['platform']}, {info['cpus']} CPUs ({info['cpu']}); {info['load']}; "
