@@ -16,7 +16,9 @@ import trio
 import trio.testing
 from mock_openai_upstream import MockOpenAI, serve_mock
 
+from olp.providers.openai_compat import HttpConfig
 from olp.providers.openai_compat._pool import StackPool, stack_pool
+from olp.providers.openai_compat._runner import make_client
 
 GUARD_S = 10
 BODY = json.dumps({"model": "gpt-mock", "stream": True,
@@ -250,3 +252,9 @@ async def test_a_scheme_other_than_http_is_refused() -> None:
     pool = StackPool(httpcore.AsyncConnectionPool())
     with pytest.raises(httpcore.UnsupportedProtocol):
         await pool.handle_async_request(httpcore.Request("GET", "ftp://127.0.0.1/"))
+
+
+
+async def test_a_providers_client_uses_it() -> None:
+    async with make_client(HttpConfig(base_url="http://127.0.0.1:9/v1", trust_env=False)) as c:
+        assert isinstance(pool_of(c), StackPool)
