@@ -190,7 +190,7 @@ def stack_pool(transport: httpx.AsyncHTTPTransport) -> bool:
     (where one connection serves many requests at once), is left as it is.
 
     httpx has no public way to give its transport a pool, so this replaces the one it keeps
-    (httpx and httpcore are pinned in pyproject.toml)."""
+    (httpx and httpcore are pinned: pyproject.toml, requirements/lock.txt)."""
     pool = getattr(transport, "_pool", None)
     if type(pool) is not httpcore.AsyncConnectionPool or pool._http2 or not pool._http1 \
             or pool._proxy is not None:
