@@ -258,3 +258,19 @@ async def test_a_scheme_other_than_http_is_refused() -> None:
 async def test_a_providers_client_uses_it() -> None:
     async with make_client(HttpConfig(base_url="http://127.0.0.1:9/v1", trust_env=False)) as c:
         assert isinstance(pool_of(c), StackPool)
+
+
+async def test_a_busy_providers_connections_are_all_kept(mock: MockOpenAI) -> None:
+    """More jobs at once than httpx keeps idle by default (20): every connection is found
+    again by the next wave, none is closed and opened anew."""
+    async with make_client(HttpConfig(base_url=mock.base_url, trust_env=False)) as c:
+        with trio.fail_after(GUARD_S):
+            for _wave in range(2):
+                for _ in range(30):
+                    mock.push("success", delay=0.05)
+                async with trio.open_nursery() as nursery:
+                    for _ in range(30):
+                        nursery.start_soon(answer, c, mock.base_url)
+                assert pool_of(c).idle == 30
+    assert mock.request_count == 60 and mock.connections_total == 30
+

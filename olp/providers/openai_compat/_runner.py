@@ -56,6 +56,10 @@ Terminal = Stop | Error
 
 #: After ``[DONE]``, how long to wait for the body's end so the connection can be reused.
 DRAIN_S: Final = 0.5
+#: A provider's connections: httpx's limit on those in use (a request past it waits), and as
+#: many kept idle, so a busy provider's jobs (up to its ``max_concurrent``) find theirs again
+#: instead of connecting anew (httpx keeps 20 by default and closes the rest as they return).
+LIMITS: Final = httpx.Limits(max_connections=100, max_keepalive_connections=100)
 _USER_AGENT: Final = "olp (openai-compatible provider)"
 #: How this runner words its timeout errors; each job prefixes the provider's name.
 _WORDING: Final = TimeoutWording(
@@ -134,7 +138,7 @@ class OpenAICompatRunner:
 def make_client(config: HttpConfig) -> httpx.AsyncClient:
     """The provider's shared client: only the connect deadline is httpx's; the others are
     trio deadlines in the runner (httpx's read timeout would restart on every chunk)."""
-    transport = httpx.AsyncHTTPTransport(trust_env=config.trust_env)
+    transport = httpx.AsyncHTTPTransport(trust_env=config.trust_env, limits=LIMITS)
     cork(transport)  # a request's head and body in one send (see ._cork)
     stack_pool(transport)  # the newest idle connection, in O(1) (see ._pool)
     return httpx.AsyncClient(
