@@ -90,10 +90,12 @@ def unchecked(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def start_olp(root: Path, config: Mapping[str, Any], providers: Iterable[str], *,
               name: str = "proxy", path: str | None = None,
-              env: Mapping[str, str] | None = None) -> Server:
+              env: Mapping[str, str] | None = None, prefix: Sequence[str] = (),
+              start_timeout_s: float = START_TIMEOUT_S) -> Server:
     """``python -m olp start`` in its own session: ``OLP_HOME`` and ``TMPDIR`` under ``root``,
     ``config`` as its config.json, port 0 on 127.0.0.1, ``OWNER_TOKEN``, JSON logs (stderr) to
-    a file. Returns once it logs ``listening``, which must list every one of ``providers``."""
+    a file. Returns once it logs ``listening``, which must list every one of ``providers``.
+    ``prefix``: a command that runs it (``valgrind ...``: :mod:`bench.instructions`)."""
     home, tmp = root / "olp-home", root / "olp-tmp"  # tmp: the proxy's per-job directories
     home.mkdir()
     tmp.mkdir()
@@ -103,7 +105,7 @@ def start_olp(root: Path, config: Mapping[str, Any], providers: Iterable[str], *
                 "OLP_LOG_LEVEL": "info", **(env or {})}
     log_path = root / "olp.log"
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "olp", "start"], env=full_env,
+        process = subprocess.Popen([*prefix, sys.executable, "-m", "olp", "start"], env=full_env,
                                    cwd=home, stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=log,
                                    start_new_session=True)
@@ -120,13 +122,14 @@ def start_olp(root: Path, config: Mapping[str, Any], providers: Iterable[str], *
                 return str(entry["urls"][0]).replace("0.0.0.0", "127.0.0.1")
         return None
 
-    return wait_listening(server, listening)
+    return wait_listening(server, listening, start_timeout_s)
 
 
-def wait_listening(server: Server, listening: Callable[[], str | None]) -> Server:
+def wait_listening(server: Server, listening: Callable[[], str | None],
+                   timeout_s: float = START_TIMEOUT_S) -> Server:
     """Poll ``listening`` (the URL, or None while not yet) until it answers, the process
-    exits or ``START_TIMEOUT_S`` pass; on any failure the server is stopped."""
-    deadline = time.monotonic() + START_TIMEOUT_S
+    exits or ``timeout_s`` pass; on any failure the server is stopped."""
+    deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
             url = listening()
@@ -137,7 +140,7 @@ def wait_listening(server: Server, listening: Callable[[], str | None]) -> Serve
                 raise BenchError(f"the {server.name} exited with {server.process.returncode} "
                                  f"before listening; log:\n{tail(server.log_path)}")
             time.sleep(0.02)
-        raise BenchError(f"the {server.name} was not listening after {START_TIMEOUT_S:g} s; "
+        raise BenchError(f"the {server.name} was not listening after {timeout_s:g} s; "
                          f"log:\n{tail(server.log_path)}")
     except BaseException:
         stop(server)

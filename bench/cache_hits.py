@@ -44,6 +44,7 @@ from bench._common import (
     OWNER_TOKEN,
     REPO,
     REQUEST_TIMEOUT_S,
+    START_TIMEOUT_S,
     BenchError,
     Server,
     add_write,
@@ -108,12 +109,14 @@ def start_proxy(root: Path) -> Server:
     return start_olp(root, olp_config(), ["anthropic"], name="OLP")
 
 
-def start_bare(root: Path, capture: dict[str, Any]) -> Server:
-    """``python -m bench.bare_app --port 0 --payloads -``, the capture on its stdin."""
+def start_bare(root: Path, capture: dict[str, Any], *, prefix: Sequence[str] = (),
+               start_timeout_s: float = START_TIMEOUT_S) -> Server:
+    """``python -m bench.bare_app --port 0 --payloads -``, the capture on its stdin;
+    ``prefix``: a command that runs it (as :func:`bench._common.start_olp`)."""
     out_path, log_path = root / "bare.out", root / "bare.log"
     with open(out_path, "wb") as out, open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.bare_app", "--port", "0", "--payloads", "-",
+            [*prefix, sys.executable, "-m", "bench.bare_app", "--port", "0", "--payloads", "-",
              "--token", OWNER_TOKEN],
             env=base_env(root, root), cwd=REPO, stdin=subprocess.PIPE, stdout=out,
             stderr=log, start_new_session=True)
@@ -131,7 +134,7 @@ def start_bare(root: Path, capture: dict[str, Any]) -> Server:
                 return line.split(None, 1)[1].strip()
         return None
 
-    return wait_listening(server, listening)
+    return wait_listening(server, listening, start_timeout_s)
 
 
 # -- warming the cache, capturing a hit, checking the bare app ---------------------------------

@@ -40,6 +40,7 @@ import trio
 from bench._common import (
     OWNER_TOKEN,
     REPO,
+    START_TIMEOUT_S,
     Server,
     add_write,
     arg_parser,
@@ -85,13 +86,15 @@ def pin(cpus: set[int] | None) -> None:
         os.sched_setaffinity(0, cpus)
 
 
-def start_floor(root: Path, upstream: str, *, streamed: bool = False) -> Server:
-    """``bench.floor_app``; ``streamed``: with ``--stream-upstream`` (the streamed floor)."""
+def start_floor(root: Path, upstream: str, *, streamed: bool = False,
+                prefix: Sequence[str] = (), start_timeout_s: float = START_TIMEOUT_S) -> Server:
+    """``bench.floor_app``; ``streamed``: with ``--stream-upstream`` (the streamed floor);
+    ``prefix``: a command that runs it (as :func:`bench._common.start_olp`)."""
     stem = "streamed-floor" if streamed else "floor"
     out_path, log_path = root / f"{stem}.out", root / f"{stem}.log"
     with open(out_path, "wb") as out, open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "bench.floor_app", "--upstream", upstream, "--key",
+            [*prefix, sys.executable, "-m", "bench.floor_app", "--upstream", upstream, "--key",
              ROUTER_KEY, *(["--stream-upstream"] if streamed else [])],
             env=base_env(root, root), cwd=REPO, stdin=subprocess.DEVNULL,
             stdout=out, stderr=log, start_new_session=True)
@@ -103,7 +106,7 @@ def start_floor(root: Path, upstream: str, *, streamed: bool = False) -> Server:
                 return line.split(None, 1)[1].strip()
         return None
 
-    return wait_listening(server, listening)
+    return wait_listening(server, listening, start_timeout_s)
 
 
 def olp_config(upstream: str, max_concurrent: int) -> dict[str, Any]:
