@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 from olp.store import Limits
 
-from ._windows import WINDOWS, Window, day_of, duration_text, window_end, window_start
+from ._windows import WINDOWS, Window, day_of, duration_text, window_end, window_id
 
 MINUTE = 60.0
 
@@ -81,7 +81,7 @@ class RequestLimiter:
         for key, seed in (seeds or {}).items():
             counts = self._counts[key] = _Counts()
             for window in WINDOWS:
-                counts.windows[window] = (_window_id(window, now), getattr(seed, window))
+                counts.windows[window] = (window_id(window, now), getattr(seed, window))
             counts.tokens = (day_of(now), seed.tokens_today)
 
     def reserve(self, key: str, limits: Limits) -> Reservation:
@@ -112,9 +112,9 @@ class RequestLimiter:
         counts.minute.append(mono)
         ids = []
         for window in WINDOWS:
-            window_id = _window_id(window, now)
-            counts.windows[window] = (window_id, self._count(counts, window, now) + 1)
-            ids.append((window, window_id))
+            current = window_id(window, now)
+            counts.windows[window] = (current, self._count(counts, window, now) + 1)
+            ids.append((window, current))
         return Reservation(key, mono, tuple(ids), self._headers(counts, limits, now, mono))
 
     def release(self, reservation: Reservation) -> None:
@@ -126,10 +126,10 @@ class RequestLimiter:
             counts.minute.remove(reservation.at_monotonic)
         except ValueError:
             pass  # already expired
-        for window, window_id in reservation.windows:
+        for window, reserved in reservation.windows:
             held = counts.windows.get(window)
-            if held is not None and held[0] == window_id and held[1] > 0:
-                counts.windows[window] = (window_id, held[1] - 1)
+            if held is not None and held[0] == reserved and held[1] > 0:
+                counts.windows[window] = (reserved, held[1] - 1)
 
     def settle(self, reservation: Reservation, tokens: int) -> None:
         """The request ended having spent ``tokens`` (0 for a cache hit or a failure)."""
@@ -150,7 +150,7 @@ class RequestLimiter:
     @staticmethod
     def _count(counts: _Counts, window: Window, now: float) -> int:
         held = counts.windows.get(window)
-        return held[1] if held is not None and held[0] == _window_id(window, now) else 0
+        return held[1] if held is not None and held[0] == window_id(window, now) else 0
 
     @staticmethod
     def _tokens(counts: _Counts, now: float) -> int:
@@ -188,6 +188,3 @@ def _expire(counts: _Counts, mono: float) -> None:
     while counts.minute and counts.minute[0] <= mono - MINUTE:
         counts.minute.popleft()
 
-
-def _window_id(window: Window, ts: float) -> str:
-    return window_start(window, ts).isoformat()

@@ -22,6 +22,12 @@ def window_start(window: Window, ts: float) -> dt.date:
     return _window_start(window, int(ts // _DAY_S))
 
 
+def window_id(window: Window, ts: float) -> str:
+    """The ``window`` holding ``ts`` as its first day, ``YYYY-MM-DD`` (a key's counts are
+    kept per window id)."""
+    return _window_id(window, int(ts // _DAY_S))
+
+
 #: A UTC day in Unix time, which has no leap seconds: day N starts at N * 86,400.
 _DAY_S: Final = 86_400
 _EPOCH: Final = dt.date(1970, 1, 1)
@@ -32,6 +38,12 @@ def _day_text(day_number: int) -> str:
     """Day ``day_number`` since the epoch as ``YYYY-MM-DD`` (the same day every request
     asks for: computed once a day)."""
     return (_EPOCH + dt.timedelta(days=day_number)).isoformat()
+
+
+@functools.lru_cache(maxsize=16)
+def _window_id(window: Window, day_number: int) -> str:
+    """:func:`window_id` of a day (the same every request of the day asks for)."""
+    return _window_start(window, day_number).isoformat()
 
 
 @functools.lru_cache(maxsize=16)

@@ -3,6 +3,7 @@ SSE or JSON in the request's dialect (:mod:`._dialect`), with OLP's headers."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -115,7 +116,7 @@ def olp_headers(**values: OlpValue) -> dict[str, str]:
     for key, value in values.items():
         if value is None:
             continue
-        name = OLP_PREFIX + "-".join(word.capitalize() for word in key.split("_"))
+        name = _header_name(key)
         if isinstance(value, JsonValue):
             printable = all(" " <= c < "\x7f" for c in value)
             headers[name] = str(value) if printable and len(value) <= JSON_CAP else \
@@ -127,6 +128,12 @@ def olp_headers(**values: OlpValue) -> dict[str, str]:
         else:
             headers[name] = header_list(value)
     return headers
+
+
+@functools.cache
+def _header_name(key: str) -> str:
+    """``requested_model`` → ``X-OLP-Requested-Model`` (the keys are the code's own: few)."""
+    return OLP_PREFIX + "-".join(word.capitalize() for word in key.split("_"))
 
 
 def _encode(text: str, cap: int, safe: frozenset[str]) -> str:

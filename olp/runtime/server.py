@@ -14,6 +14,7 @@ every :data:`MALLOC_TRIM_EVERY_S` seconds (ADR 0013).
 from __future__ import annotations
 
 import ctypes
+import gc
 import logging
 import os
 import signal
@@ -76,6 +77,11 @@ NO_PROVIDER = ("no provider can answer yet: run `olp setup` to find the CLIs you
 #: loop in a worker thread.
 MALLOC_TRIM_EVERY_S = 60.0
 _M_ARENA_MAX = -8  # mallopt parameter, <malloc.h>
+#: Allocations between two collections of the youngest generation (CPython's default: 700).
+#: A request allocates about a thousand objects that die with it, so the default collects
+#: after almost every request; 10,000 keeps a few hundred kilobytes more alive at most and
+#: costs about 1 % less CPU per cache hit (ADR 0030).
+GC_YOUNG_THRESHOLD = 10_000
 
 
 def run(settings: Settings) -> int:
@@ -84,8 +90,15 @@ def run(settings: Settings) -> int:
     libc = glibc()
     if libc is not None:  # before any thread exists: arenas are made on a thread's first malloc
         libc.mallopt(_M_ARENA_MAX, MALLOC_ARENAS)
+    tune_gc()
     trio.run(serve, settings)
     return 0
+
+
+def tune_gc() -> None:
+    """Collect the youngest generation every :data:`GC_YOUNG_THRESHOLD` allocations (the
+    older generations keep CPython's thresholds)."""
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def glibc() -> ctypes.CDLL | None:

@@ -4,12 +4,19 @@ virtual times)."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import trio
 import trio.testing
 
-from olp.runtime.server import MALLOC_TRIM_EVERY_S, glibc, trim_malloc
+from olp.runtime.server import (
+    GC_YOUNG_THRESHOLD,
+    MALLOC_TRIM_EVERY_S,
+    glibc,
+    trim_malloc,
+    tune_gc,
+)
 from olp.store import Database
 from olp.store._db import PAGE_CACHE_KIB
 
@@ -40,3 +47,14 @@ def test_glibc_is_found_here_with_mallopt_and_malloc_trim() -> None:
     libc = glibc()
     assert libc is not None
     assert libc.malloc_trim(0) in (0, 1)
+
+
+def test_the_youngest_generation_is_collected_less_often_the_others_as_before() -> None:
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # CPython's defaults
+        tune_gc()
+        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, 10, 10)
+        assert GC_YOUNG_THRESHOLD == 10_000
+    finally:
+        gc.set_threshold(*before)
