@@ -66,6 +66,10 @@ bench:
     {{py}} -m bench.warm_handout --write docs/benchmarks.md
     {{py}} -m bench.conversation_cost --write docs/benchmarks.md
 
+# Instructions per request under valgrind's callgrind, OLP next to its floors (needs valgrind); write docs/benchmarks.md
+bench-instructions *args:
+    {{py}} -m bench.instructions --write docs/benchmarks.md {{args}}
+
 # Fault soak (--requests N, default 10,000; --concurrency C, default 16); exit 1 on a leak or a truncated answer
 soak *args:
     {{py}} -m bench.soak --write docs/benchmarks.md {{args}}

@@ -60,8 +60,31 @@ def test_the_summary_sets_olp_against_the_budget() -> None:
         instructions.BARE: 3_300_000.0}}
     (line,) = instructions._summary(results)
     # 0.8x leaves 3.3M / 0.8 - 3.3M = 825 k; OLP runs 1,700 k above, 700 k of it bookkeeping
-    assert "leaves OLP 825 k" in line
-    assert "OLP runs 1,700 k, of which its bookkeeping 700 k; without it, 1,000 k" in line
+    assert "0.8× the bare app's rate leaves OLP 825 k instructions a request above it" in line
+    assert "OLP runs 1,700 k above the bare app, of which its bookkeeping 700 k and the rest " \
+        "1,000 k" in line
     rows = instructions._rows(results)
     assert rows[0][:4] == ["cache hits, JSON, 16 at once", "OLP", "5,000", "1.52×"]
     assert rows[2][3:] == ["1.00×", ""]
+
+
+def test_the_summary_says_what_olp_before_ran() -> None:
+    results = {"pass-through, JSON, 16 at once": {
+        instructions.OLP: 8_400_000.0, instructions.BEFORE: 8_500_000.0,
+        instructions.WITHOUT: 7_600_000.0, instructions.FLOOR: 6_800_000.0,
+        instructions.STREAMED: 7_700_000.0}}
+    (line,) = instructions._summary(results)
+    assert "leaves OLP 1,700 k" in line
+    assert "the rest 800 k; the stream alone (the streamed floor) 900 k; OLP before: " \
+        "1,700 k (-100 k)" in line
+
+
+def test_one_at_a_time_is_set_against_no_rate() -> None:
+    results = {"pass-through, JSON, one at a time": {
+        instructions.OLP: 8_500_000.0, instructions.WITHOUT: 7_900_000.0,
+        instructions.FLOOR: 5_800_000.0, instructions.STREAMED: 6_800_000.0}}
+    (line,) = instructions._summary(results)
+    assert "0.8×" not in line
+    assert line.startswith("- pass-through, JSON, one at a time: OLP runs 2,700 k above the "
+                           "floor, of which its bookkeeping 600 k and the rest 2,100 k; the "
+                           "stream alone (the streamed floor) 1,000 k")
