@@ -6,6 +6,7 @@ import gzip
 import hashlib
 import json
 import zlib
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from urllib.parse import urlsplit
 
@@ -41,6 +42,10 @@ class RequestLog(Generic[S]):
         self.host = ""
         self.port = 0
         self.requests: list[dict[str, Any]] = []
+        # Checks each request's credential before the scenario answers it: ``None`` lets it
+        # through, ``(status, payload)`` refuses it (a vendor's API that takes only its newest
+        # access token: ``vendor_logins.Vendor.check_bearer``).
+        self.gate: Callable[[h11.Request], tuple[int, Any] | None] | None = None
         self._scenario = scenario
         self._remaining = scenario.times
         self._t0 = trio.current_time()

@@ -45,7 +45,12 @@ class Responder(Generic[L]):
             if route.startswith("/_mock/"):
                 await control(ex, self.handle, request.method.decode("latin-1"), route, body)
                 return True
-        return await self.answer(ex, self.handle._record(request, body))
+        record = self.handle._record(request, body)
+        gate = self.handle.gate
+        if gate is not None and (refused := gate(request)) is not None:
+            record["refused_by_gate"] = True
+            return await self.reply_json(ex, record, *refused)
+        return await self.answer(ex, record)
 
     async def answer(self, ex: Exchange, record: dict[str, Any]) -> bool:
         """Answer the request ``record`` stands for (its ``method``, ``route``, ``body``) and
