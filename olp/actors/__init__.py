@@ -18,6 +18,8 @@ from ._deadline import Timeouts as Timeouts
 from ._deadline import TimeoutWording as TimeoutWording
 from ._lines import LineReader as LineReader
 from ._lines import LineTooLong as LineTooLong
+from ._login import Login as Login
+from ._login import LoginPass as LoginPass
 from ._process import CliProcess as CliProcess
 from ._process import ProcessSpawner as ProcessSpawner
 from ._process import Spawner as Spawner

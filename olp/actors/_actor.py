@@ -17,6 +17,7 @@ import trio
 from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, is_terminal
 
+from ._login import Login
 from ._warm import PoolStatistics, WarmPool
 
 log = logging.getLogger("olp.actors")
@@ -105,16 +106,19 @@ class ProviderActor:
     answered ``CONCURRENCY_LIMIT`` at once instead of queueing (the fallback chain exists
     for overflow). ``pool`` is the runner's warm pool (:mod:`olp.actors._warm`), which the
     actor runs beside its jobs and ends with them. ``admission``, when given, decides each
-    job before it takes a slot (a refusal answers the job; nothing is spawned).
+    job before it takes a slot (a refusal answers the job; nothing is spawned). ``login``,
+    when given, is the keeper of the runner's login (``olp/logins``): the actor runs it beside
+    its jobs, as the admission's checks, until retired and idle.
     """
 
     def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int,
                  pool: WarmPool[Any, Any] | None = None,
-                 admission: Admission | None = None) -> None:
+                 admission: Admission | None = None, login: Login | None = None) -> None:
         self.name = name
         self.runner = runner
         self.pool = pool
         self.admission = admission
+        self.login = login
         self.limiter = trio.CapacityLimiter(max_concurrent)
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
         self._jobs_started = 0
@@ -139,8 +143,8 @@ class ProviderActor:
                 if self.pool is not None:
                     await nursery.start(self.pool.run)
                 checks = trio.CancelScope()
-                if self.admission is not None:
-                    nursery.start_soon(self._admission_service, checks)
+                if self.admission is not None or self.login is not None:
+                    nursery.start_soon(self._services, checks)
                 task_status.started()
                 with self._inbox_recv:
                     async for job in self._inbox_recv:
@@ -196,13 +200,18 @@ class ProviderActor:
         if self.pool is not None:
             self.pool.close()
 
-    async def _admission_service(self, scope: trio.CancelScope) -> None:
-        assert self.admission is not None
+    async def _services(self, scope: trio.CancelScope) -> None:
+        """The admission's checks and the login's keeper, until ``scope`` is cancelled."""
         with scope:
-            await self.admission.serve()
+            async with trio.open_nursery() as nursery:
+                if self.admission is not None:
+                    nursery.start_soon(self.admission.serve)
+                if self.login is not None:
+                    nursery.start_soon(self.login.serve)
 
     async def _end_checks_when_idle(self, checks: trio.CancelScope) -> None:
-        """Retired: the admission's checks end once no job is left that may wait on one."""
+        """Retired: the admission's checks and the login's keeper end once no job is left
+        that may wait on one."""
         while self._active:
             self._idle = trio.Event()
             await self._idle.wait()

@@ -23,6 +23,7 @@ from ._adapter import CapabilityMissing, CliAdapter, Invocation, LineParser
 from ._deadline import DeadlineClock, Timeouts, TimeoutWording
 from ._job_files import inside, prepare_dirs, write_private
 from ._lines import LineTooLong
+from ._login import Login, LoginPass
 from ._process import CliProcess, Spawner, SpawnError, SpawnSpec
 from ._run_dir import job_dir
 from ._sandbox import JOB_DIR_INSIDE, Sandbox
@@ -73,13 +74,19 @@ class CliConfig:
 
 class CliRunner:
     """Runs jobs for one CLI provider. Stateless between jobs (the actor owns concurrency),
-    except for its warm pool when ``warm.size`` > 0 (the actor runs it: :attr:`pool`)."""
+    except for its warm pool when ``warm.size`` > 0 (the actor runs it: :attr:`pool`).
+
+    ``login``: the keeper of its login when OLP keeps it fresh (``olp/logins``; the actor runs
+    it). Then every spawn gets a pass from it (the access token only) instead of the login
+    file, and the warm pool renews its units at every new token."""
 
     def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig, *,
-                 warm: WarmSettings | None = None, units: WarmUnits | None = None) -> None:
+                 warm: WarmSettings | None = None, units: WarmUnits | None = None,
+                 login: Login | None = None) -> None:
         self.adapter = adapter
         self.spawner = spawner
         self.config = config
+        self.login = login
         # provider@account for another login than the default: its own sessions and pool
         self.slot = slot_name(adapter.name, config.account)
         self.pool: WarmPool[WarmProcess, Template] | None = None
@@ -89,6 +96,8 @@ class CliRunner:
             else:
                 self.pool = WarmPool(self.slot, functools.partial(units.boot, self), warm,
                                      service=units.serve)
+        if login is not None and self.pool is not None:
+            login.subscribe(self.pool.renew)
 
     def environment(self, home: Path) -> dict[str, str]:
         """The CLI's whole environment: minimal base, adapter defaults, configured ``env``."""
@@ -133,6 +142,12 @@ class CliRunner:
         event is sent then, and no session is kept.
         """
         terminal: Event | None = self.preflight()
+        login_pass: LoginPass | None = None
+        seen: _ContentSeen | None = None  # with a kept login: whether content went out
+        if terminal is None and self.login is not None:
+            got = await self.login.current()
+            terminal, login_pass = (got, None) if isinstance(got, Error) else (None, got)
+            emit = seen = _ContentSeen(emit)
         turn: Turn | None = None
         if terminal is None and owner is not None and (kept := self.sessions) is not None:
             turn = await open_turn(kept[0], kept[1], request, provider=self.slot,
@@ -144,27 +159,55 @@ class CliRunner:
         if terminal is None and (turn is None or turn.stored is None) \
                 and (lease := self._take_warm(request, model)) is not None:
             async with lease as warm:
-                terminal = await self._answer_warm(request, model, warm, emit, turn)
+                terminal = await self._answer_warm(request, model, warm, emit, turn,
+                                                   login_pass)
                 if turn is not None and isinstance(terminal, Stop):
                     await self._keep(turn, warm.workdir.parent / "home")
+            if login_pass is not None and (renewed := await self._renewed_after(
+                    terminal, login_pass, seen)) is not None:
+                terminal, login_pass = None, renewed
         if terminal is None:
             # The job's directories are made and removed synchronously: a few small local
             # file operations, and a cleanup with no checkpoint cannot be interrupted. They
             # live in the proxy's run directory, which the next start reaps after a crash.
             base = job_dir()
             try:
-                terminal = await self._spawn_and_read(request, model, base, emit, turn)
+                terminal = await self._spawn_and_read(request, model, base, emit, turn,
+                                                      login_pass)
                 if turn is not None and turn.stored is not None and _replayable(terminal) \
                         and not turn.content:
                     turn.stored, turn.evicted = None, "resume_failed"
                     shutil.rmtree(base, ignore_errors=True)
                     base = job_dir()
-                    terminal = await self._spawn_and_read(request, model, base, emit, turn)
+                    terminal = await self._spawn_and_read(request, model, base, emit, turn,
+                                                          login_pass)
+                if login_pass is not None and (renewed := await self._renewed_after(
+                        terminal, login_pass, seen)) is not None:
+                    shutil.rmtree(base, ignore_errors=True)
+                    base = job_dir()
+                    terminal = await self._spawn_and_read(request, model, base, emit, turn,
+                                                          renewed)
                 if turn is not None and isinstance(terminal, Stop):
                     await self._keep(turn, base / "home")
             finally:
                 shutil.rmtree(base, ignore_errors=True)
         await emit(terminal)
+
+    async def _renewed_after(self, terminal: Event | None, login_pass: LoginPass,
+                             seen: _ContentSeen | None) -> LoginPass | None:
+        """A newer pass to answer again with, when the API refused ``login_pass``'s token
+        before any content reached the client (the login was refreshed meanwhile, or is
+        refreshed now: :meth:`~olp.actors.Login.renewed`); ``None`` otherwise."""
+        if self.login is None or seen is None or seen.content \
+                or not isinstance(terminal, Error) \
+                or terminal.category != "auth":
+            return None
+        renewed = await self.login.renewed(login_pass)
+        if isinstance(renewed, Error) or renewed.generation == login_pass.generation:
+            return None
+        log.info("the API refused an older login token; answering again with the new one",
+                 extra={"provider": self.slot})
+        return renewed
 
     def _settle(self, turn: Turn | None, home: Path) -> Callable[[], Awaitable[None]] | None:
         kept = self.sessions
@@ -179,12 +222,15 @@ class CliRunner:
     def _prepare(self, request: ChatRequest, model: str, base: Path, *,
                  argv: Sequence[str] | None = None, extra_env: Mapping[str, str] | None = None,
                  link_credentials: bool = True, turn: Turn | None = None,
+                 login_pass: LoginPass | None = None,
                  ) -> tuple[SpawnSpec, Invocation, Path]:
         """Build the spawn for ``request`` in job directory ``base`` and make its directories
         (a few small local writes). Raises :class:`CapabilityMissing`. A long-lived server
         (``olp/providers/vibe/_acp_units.py``) replaces the argv, adds variables and may leave
         the credential files unlinked. With kept sessions the CLI keeps its session; a
-        ``turn`` that resumes one gets its files in the home and only its new turns."""
+        ``turn`` that resumes one gets its files in the home and only its new turns. A
+        runner whose login OLP keeps links no credential file: the spawn gets ``login_pass``
+        (its variables and files) instead."""
         workdir, home = base / "work", base / "home"
         seen = self.seen_job_dir(base)  # the CLI's argv, environment and files name these
         stored = turn.stored if turn is not None else None
@@ -197,9 +243,12 @@ class CliRunner:
             extra_args=self.config.extra_args)
         base_env = self.environment(seen / "home")
         links = (self.adapter.home_links(base_env, self.config.real_home)
-                 if link_credentials else {})
-        env = {**base_env, **invocation.env, **(extra_env or {})}
+                 if link_credentials and self.login is None else {})
+        env = {**base_env, **invocation.env, **(login_pass.env if login_pass else {}),
+               **(extra_env or {})}
         prepare_dirs(workdir, home, invocation, self.config.home_files, links)
+        for rel, data in (login_pass.home_files if login_pass else {}).items():
+            write_private(inside(home, rel), data)
         if argv is None:  # the CLI's own argv (a long-lived server's is the server's)
             argv = invocation.argv
             if kit is not None:
@@ -221,9 +270,11 @@ class CliRunner:
         return JOB_DIR_INSIDE if self.config.sandbox is not None else base
 
     async def _spawn_and_read(self, request: ChatRequest, model: str, base: Path,
-                              emit: Emit, turn: Turn | None = None) -> Error | Event:
+                              emit: Emit, turn: Turn | None = None,
+                              login_pass: LoginPass | None = None) -> Error | Event:
         try:
-            spec, _, workdir = self._prepare(request, model, base, turn=turn)
+            spec, _, workdir = self._prepare(request, model, base, turn=turn,
+                                             login_pass=login_pass)
         except CapabilityMissing as exc:
             return failure(Code.CAPABILITY, str(exc), status=400)
         clock = DeadlineClock(self.config.timeouts, wording=_WORDING)
@@ -272,20 +323,35 @@ class CliRunner:
         problem = self.preflight()
         if problem is not None:
             raise WarmStartError(problem.message)
+        login_pass = None
+        if self.login is not None:
+            got = await self.login.current()
+            if isinstance(got, Error):
+                raise WarmStartError(got.message)
+            login_pass = got
         base = job_dir()
         try:
-            spec, invocation, workdir = self._prepare(request, model, base)
+            spec, invocation, workdir = self._prepare(request, model, base,
+                                                      login_pass=login_pass)
             async with self.spawner.open(dataclasses.replace(spec, stdin=None)) as proc:
                 yield WarmProcess(proc, workdir, _identity(invocation),
-                                  seen_workdir=self.seen_job_dir(base) / "work")
+                                  seen_workdir=self.seen_job_dir(base) / "work",
+                                  login_generation=login_pass.generation
+                                  if login_pass is not None else None)
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
     async def _answer_warm(self, request: ChatRequest, model: str, warm: WarmProcess,
-                           emit: Emit, turn: Turn | None = None) -> Error | Event | None:
+                           emit: Emit, turn: Turn | None = None,
+                           login_pass: LoginPass | None = None) -> Error | Event | None:
         """Hand ``request`` to a warm process: its turn on stdin, then read it like a cold
         spawn. ``None`` when it cannot take it after all (it died before reading its turn,
-        or its spawn differs): nothing was sent, the caller spawns cold."""
+        its spawn differs, or it holds an older login token than ``login_pass``): nothing was
+        sent, the caller spawns cold."""
+        if login_pass is not None and warm.login_generation != login_pass.generation:
+            log.info("a warm process held an older login token; spawning cold",
+                     extra={"provider": self.adapter.name})
+            return None
         invocation = self.adapter.invocation(
             request, binary=self.config.binary, model=model,
             workdir=warm.seen_workdir or warm.workdir, extra_args=self.config.extra_args)
@@ -346,6 +412,21 @@ class CliRunner:
                 clock.activity()  # once content has flowed, every line restarts idle
                 continue
             return clock.timeout_error(deadline)
+
+
+class _ContentSeen:
+    """An emit that notes whether content went through it (the job's answer began)."""
+
+    __slots__ = ("content", "emit")
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+        self.content = False
+
+    async def __call__(self, event: Event) -> None:
+        if not self.content and is_content(event):
+            self.content = True
+        await self.emit(event)
 
 
 def _replayable(terminal: Event) -> bool:

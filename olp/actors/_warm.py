@@ -193,6 +193,15 @@ class WarmPool(Generic[R, T]):
             hits=self._hits, misses=self._misses, failures=self._failures,
             memory_bytes=sum(u.resource.rss_bytes() for u in idle if u.resource is not None))
 
+    def renew(self) -> None:
+        """End every idle or starting unit (they hold what is no longer current: a login's
+        older token); units in use finish their request. The pool starts new ones for the
+        same demand. Sync, idempotent."""
+        for unit in self._units:
+            if unit.state in ("idle", "booting"):
+                self._drop(unit)
+        self._wake()
+
     def close(self) -> None:
         """Start no unit again and end every idle one; units in use finish their request.
         :meth:`run` returns once all are gone. Sync, idempotent."""

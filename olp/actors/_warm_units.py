@@ -27,13 +27,15 @@ class WarmProcess:
     ``identity`` is its spawn (:func:`_identity`) for its working directory as the CLI sees
     it (``seen_workdir``, when that is not ``workdir``: inside the sandbox); ``parser`` makes
     the parser that reads it when that is not the adapter's (a session of a long-lived
-    server)."""
+    server); ``login_generation`` the generation of the login pass it was started with
+    (``None``: none), so that a process holding an older token never serves."""
 
     process: CliProcess
     workdir: Path
     identity: Hashable
     parser: Callable[[], LineParser] | None = None
     seen_workdir: Path | None = None
+    login_generation: int | None = None
 
     def running(self) -> bool:
         return self.process.running()

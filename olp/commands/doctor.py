@@ -20,7 +20,7 @@ from olp.providers import kit
 from olp.runtime import provider_actors
 from olp.runtime.routing import build_router, registry_refusal
 
-from ._tables import printable
+from ._tables import duration, printable
 
 PROBE = ChatRequest(model="probe", messages=(
     Message(role="user", content=(TextPart(text="Reply with the single word: OK"),)),))
@@ -75,6 +75,9 @@ def run(settings: Settings, *, probe: bool, out: TextIO | None = None) -> int:
             if len(report.accounts) > 1 or any(a.home for a in report.accounts.values()):
                 for account in report.accounts.values():
                     say(f"  account:     {account_line(report.name, account)}")
+            for account in report.accounts.values():
+                if account.login is not None:
+                    say(f"  login:       {kept_login_line(account)}")
         if report.enabled:
             say(f"  credential:  metered ({report.metered_by})" if report.metered_by else
                 "  credential:  subscription")
@@ -124,6 +127,24 @@ def account_line(provider: str, account: provider_actors.AccountReport) -> str:
                 f"{provider} --account {account.name}`")
     credit = f"metered ({account.metered_by})" if account.metered_by else "subscription"
     return f"{account.name}: login found, {credit} ({where}; serves {serves})"
+
+
+def kept_login_line(account: provider_actors.AccountReport) -> str:
+    """A login OLP keeps fresh (issue #41), for ``olp doctor``: expired with the fix, or
+    when its token ends and when OLP refreshes it (only its access token enters a spawn)."""
+    login = account.login or {}
+    who = "" if account.name == "default" else f"{account.name}: "
+    if login.get("state") == "expired":
+        return f"{who}EXPIRED: {login.get('problem')} -> run: {login.get('fix')}"
+    left = login.get("expires_in_s")
+    refresh = login.get("refresh_in_s")
+    when = (f"its token ends in {duration(left)}" if isinstance(left, int) and left > 0
+            else "its token has ended")
+    then = (f"; OLP refreshes it in {duration(refresh)}" if isinstance(refresh, int) and refresh
+            else "; OLP refreshes it at start" if refresh is not None else
+            "; it holds no refresh token")
+    return (f"{who}kept by OLP ({login.get('cli')} login in {login.get('file')}): {when}{then}"
+            "; spawns get only its access token")
 
 
 async def _lockdown_all(reports: list[provider_actors.Report]) -> dict[str, Verdict]:

@@ -42,6 +42,9 @@ def status(health: Mapping[str, Any], out: TextIO) -> None:
                 + f", {'metered' if p.get('metered') else 'subscription'}"
                 + (f", risk {p['risk_tier']}" if p.get("risk_tier") else ""))
         print(line, file=out)
+        login = p.get("login")
+        if login:
+            print(f"  {'':<10} {login_line(login)}", file=out)
         for cooling in p.get("cooling", []):
             print(f"  {'':<10} cooling ({cooling['reason']}) for "
                   f"{duration(cooling['remaining_s'])}", file=out)
@@ -50,6 +53,20 @@ def status(health: Mapping[str, Any], out: TextIO) -> None:
     for name, chain in health.get("chains", {}).items():
         state = "ok" if chain.get("usable") else f"UNUSABLE: {chain.get('reason')}"
         print(f"chain {name}: {state}", file=out)
+
+
+def login_line(login: Mapping[str, Any]) -> str:
+    """A kept login (issue #41) in one line: ``login ok (…)``, or ``login EXPIRED: why →
+    run: fix``."""
+    if login.get("state") == "expired":
+        return f"login EXPIRED: {login.get('problem')} -> run: {login.get('fix')}"
+    left = login.get("expires_in_s")
+    shown = f"token ends in {duration(left)}" if isinstance(left, int | float) else "no end"
+    refresh = login.get("refresh_in_s")
+    state = "ok" if login.get("state") == "ok" else f"REFRESH FAILING ({login.get('problem')})"
+    return (f"login {state}: {shown}"
+            + (f", refreshed by OLP in {duration(refresh)}" if refresh is not None else "")
+            + f" ({login.get('refreshes', 0)} refreshes since start)")
 
 
 def chain_show(settings: Settings, model: str | None, live: Mapping[str, Any] | None,

@@ -114,6 +114,7 @@ class Walk:
                 if allowed is not None and hop.provider not in allowed else \
                 Skip(Code.KEY_POLICY, f"no login of {hop.provider} serves this API key",
                      None) if not hop.accounts else \
+                self._login_ended(hop) or \
                 self.engine.skip_reason(hop, self.request, after=self.last)
             if skip is not None:
                 self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
@@ -126,6 +127,14 @@ class Walk:
                 self.engine.changed()
             return Attempt(self.index, hop, source, status, trio.current_time())
         return None
+
+    def _login_ended(self, hop: Hop) -> Skip | None:
+        """A skip when ``hop``'s login has ended (its refresh was refused for good: issue
+        #41): it is left out until it is logged in again."""
+        actor = self.actors.get(hop.slot)
+        login = actor.login if actor is not None else None
+        why = login.ended() if login is not None else None
+        return None if why is None else Skip(Code.LOGIN_EXPIRED, f"login expired: {why}", None)
 
     def _stop_unless_gate_admits(self, hop: Hop) -> bool:
         """Whether ``hop``'s ``on`` gate admits the last failure; when it does not, the walk

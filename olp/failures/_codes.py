@@ -44,6 +44,8 @@ class Code(StrEnum):
     STREAM_ABANDONED = "STREAM_ABANDONED"  # claude gave up a silent upstream stream
     CAPABILITY = "CAPABILITY"  # the request needs something this hop cannot do
     LOCKDOWN_FAILED = "LOCKDOWN_FAILED"  # skipped: the CLI has not passed its self-check
+    LOGIN_EXPIRED = "LOGIN_EXPIRED"  # the login's refresh was refused for good: log in again
+    LOGIN_REFRESH_FAILED = "LOGIN_REFRESH_FAILED"  # its token ended and a refresh failed for now
 
     # -- tool calls on a CLI hop (the bridge and the tool gate) ----------------------------
     TOOL_CALL_INVALID = "TOOL_CALL_INVALID"  # an unknown tool, or arguments not a JSON object
@@ -104,6 +106,8 @@ DEFAULT_CATEGORY: Final[Mapping[Code, Category]] = {
     Code.STREAM_ABANDONED: "unavailable",
     Code.CAPABILITY: "client_error",
     Code.LOCKDOWN_FAILED: "unavailable",
+    Code.LOGIN_EXPIRED: "auth",
+    Code.LOGIN_REFRESH_FAILED: "unavailable",
     Code.TOOL_CALL_INVALID: "unavailable",
     Code.TOOL_CHOICE_UNMET: "unavailable",
     Code.TOOL_BRIDGE_FAILED: "unavailable",

@@ -134,7 +134,11 @@ function render() {
     else if (lk && lk.state === "pending") st = '<span class="warn lockdown">lockdown being checked</span>';
     else if (lk && lk.state === "off") st += '<div class="warn lockdown">lockdown not checked</div>';
     else if (lk && lk.state === "verified") st += `<div class="mute lockdown">lockdown ${esc(lk.line)}</div>`;
-    const problems = (p.problems || []).map(esc).join("; ");
+    const lg = p.login;  // a login OLP keeps fresh (issue #41)
+    if (lg && lg.state === "expired") st = `<span class="bad login">login expired</span><div class="login">${esc(lg.problem)}</div>`;
+    else if (lg && lg.state === "failing") st += `<div class="warn login">login refresh failing: ${esc(lg.problem)}</div>`;
+    else if (lg) st += `<div class="mute login">login ok${lg.expires_in_s == null ? "" : " · token ends in " + left(Date.now() / 1000 + lg.expires_in_s)}</div>`;
+    const problems = (p.problems || []).filter((x) => !lg || x !== lg.problem).map(esc).join("; ");
     return row([`${slotName(name, multiLogin(Object.keys(state.providers)))}<div class="mute">${esc((p.binary || "").split("/").pop())} ${esc(p.version || "")}</div>`,
       st + (problems ? `<div class="mute">${problems}</div>` : ""),
       p.running ? `${p.in_flight}/${p.max_concurrent}` : "–",

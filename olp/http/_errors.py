@@ -101,8 +101,9 @@ class ChainError:
 def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) -> ChainError:
     """The one mapping of a failed chain: the first attempted hop's error decides; if every
     hop was skipped, 403 when the key's allow-list excludes every hop, 400 when no (allowed)
-    hop can take the request, else 429 (every hop is cooling) with the soonest reset as
-    ``Retry-After``. ``public``: not the owner's key, so no
+    hop can take the request, 502 ``upstream_auth_failed`` when the logins that could have
+    answered have expired (issue #41), else 429 (every hop is cooling) with the soonest reset
+    as ``Retry-After``. ``public``: not the owner's key, so no
     upstream text (see :func:`upstream_error`) and no cooldown reasons."""
     if exc.first is not None:
         hop, first = exc.first
@@ -122,6 +123,13 @@ def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) ->
         message = f"No hop of `{chat.model}` can take {what}: {reasons}"
         return ChainError(ApiError(400, message, "invalid_request_error", code), hop, code,
                           message)
+    if Code.LOGIN_EXPIRED in exc.skip_codes and exc.skip_codes - {Code.KEY_POLICY} <= {
+            Code.LOGIN_EXPIRED, Code.CAPABILITY, Code.CONTEXT_WINDOW}:
+        message = f"Every login that could answer `{chat.model}` has expired: {reasons}"
+        shown = (f"Every login that could answer `{chat.model}` has expired (category: auth); "
+                 "the proxy's owner must log in again.") if public else message
+        return ChainError(ApiError(502, shown, "api_error", "upstream_auth_failed"), hop,
+                          Code.LOGIN_EXPIRED, message)
     headers = {} if exc.retry_after_s is None else {
         "Retry-After": str(max(1, math.ceil(exc.retry_after_s)))}
     message = f"Every hop of `{chat.model}` is resting: {reasons}"

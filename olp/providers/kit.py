@@ -29,6 +29,7 @@ from olp.actors._deadline import Timeouts
 from olp.ir import ChatRequest
 
 from ._adapter import BuildInvocation, ProviderAdapter
+from ._login_format import LoginFormat
 
 if TYPE_CHECKING:
     from olp.actors._warm_units import WarmUnits
@@ -157,6 +158,10 @@ class ProviderSpec:
     #: Variables of the proxy's environment that hold or point at the owner's login: an
     #: account other than the owner's never sees them (:meth:`account_env`).
     login_vars: tuple[str, ...] = ()
+    #: How the CLI keeps a refreshable OAuth login in a file (issue #41): OLP's keeper then
+    #: refreshes it and spawns get only its access token. ``None``: a key, or a login OLP
+    #: leaves to the CLI (gemini: Google's refresh tokens can be reused).
+    login: LoginFormat | None = None
 
     def account_env(self, proxy_env: Mapping[str, str], home: Path | None) -> dict[str, str]:
         """The proxy's environment as one account's spawns see it: for an account with its

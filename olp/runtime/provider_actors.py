@@ -34,12 +34,16 @@ from olp.actors import (
 from olp.actors._toolbridge import bridge_read_roots
 from olp.config import ProviderSettings, Settings, resolve_binary
 from olp.lockdown import TARGETS, LockdownGate, VerdictStore, verifier
+from olp.logins import EndedLogins, LoginKeeper, read_json
 from olp.providers import kit
 from olp.providers.openai_compat import HttpConfig, OpenAICompatRunner, RetryPolicy
 from olp.runtime.routing import Login, Provider
-from olp.store import AsyncSessionStore, slot_name
+from olp.store import DEFAULT_ACCOUNT, AsyncSessionStore, slot_name
 
 log = logging.getLogger("olp.runtime.provider_actors")
+
+#: Under ``OLP_HOME``: the logins whose refresh was refused for good (issue #41).
+LOGINS_FILE = "logins.json"
 
 
 @dataclass(slots=True)
@@ -57,12 +61,13 @@ class AccountReport:
     problem: str = ""  # what is missing, and its fix
     actor: str = ""  # the actor serving it (:func:`olp.store.slot_name`)
     expired: bool = False  # its login file is there, but its token ended (``problem``: why)
+    login: dict[str, Any] | None = None  # kept by OLP (issue #41): its keeper's status
 
     def as_dict(self) -> dict[str, Any]:
         return {"home": self.home, "serves": "*" if self.serves_all else "bound keys",
                 "credentials": self.credentials, "expired": self.expired,
                 "metered": self.metered, "metered_by": self.metered_by,
-                "problem": self.problem or None}
+                "problem": self.problem or None, "login": self.login}
 
 
 @dataclass(slots=True)
@@ -162,10 +167,11 @@ def build(settings: Settings, environ: Mapping[str, str], *,
             runtime.sandboxes.update({name: first.config.sandbox} if first.config.sandbox
                                      else {})
         for slot, job_runner in runners.items():
+            cli = job_runner if isinstance(job_runner, CliRunner) else None
             runtime.actors[slot] = ProviderActor(
                 slot, job_runner, max_concurrent=provider.max_concurrent,
-                pool=job_runner.pool if isinstance(job_runner, CliRunner) else None,
-                admission=report.gate)
+                pool=cli.pool if cli is not None else None, admission=report.gate,
+                login=cli.login if cli is not None else None)
         runtime.providers[name] = Provider(
             provider, running=True, credentials=report.credentials, metered=report.metered,
             problem="" if report.credentials else "no credentials",
@@ -245,7 +251,12 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
         inherited = provider.env if account.home is None else \
             {k: v for k, v in provider.env.items() if k not in spec.login_vars}
         env = {**inherited, **account.env}
-        runner = CliRunner(spec.adapter(), spawner, CliConfig(
+        adapter = spec.adapter()
+        slot = slot_name(name, account.name)
+        keeper = login_keeper(spec, slot, account.name, {**adapter.spawn_env(proxy_env), **env},
+                              account.home or owner_home, hold_s=provider.timeouts.total_s,
+                              ended=EndedLogins(settings.home / LOGINS_FILE))
+        runner = CliRunner(adapter, spawner, CliConfig(
             binary=binary, env=env, extra_args=provider.extra_args,
             home_files=provider.home_files, timeouts=provider.timeouts,
             real_home=account.home or owner_home, proxy_env=proxy_env, sandbox=sandbox,
@@ -253,16 +264,17 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
             if provider.sessions and session_store is not None else None,
             account=account.name),
             warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
-            units=spec.warm_units() if spec.warm_units is not None else None)
+            units=spec.warm_units() if spec.warm_units is not None else None, login=keeper)
         missing = runner.preflight()
-        expired = _expired(spec, runner) if missing is None else None
+        kept = keeper.status() if keeper is not None else None
+        ended = kept["problem"] if kept is not None and kept["state"] == "expired" else None
+        expired = (_expired(spec, runner) or ended) if missing is None else None
         by = _account_metered(settings, provider, spec, env, proxy_env, account.home)
-        slot = slot_name(name, account.name)
         report.accounts[account.name] = AccountReport(
             account.name, None if account.home is None else str(account.home),
             account.serves_all, credentials=missing is None and expired is None,
             metered=by is not None, metered_by=by, actor=slot, expired=expired is not None,
-            problem=missing.message if missing is not None else expired or "")
+            problem=missing.message if missing is not None else expired or "", login=kept)
         runners[slot] = runner
     found = [a for a in report.accounts.values() if a.credentials]
     report.credentials = bool(found)
@@ -270,6 +282,21 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
         report.problems.append("no credentials found")
         report.fixes.append(next(iter(report.accounts.values())).problem)
     return runners
+
+
+def login_keeper(spec: kit.ProviderSpec, slot: str, account: str, env: Mapping[str, str],
+                 real_home: Path, *, hold_s: float, ended: EndedLogins | None = None,
+                 ) -> LoginKeeper | None:
+    """The keeper of one account's login (issue #41) when its CLI keeps a refreshable OAuth
+    login in a file and that file holds one now (``env``: the CLI's environment); ``None``
+    for a key, a token in ``env``, or no login yet. ``ended``: where logins that ended are
+    kept between starts. Reads the file (briefly blocking)."""
+    fmt = spec.login
+    path = fmt.path(env, real_home) if fmt is not None else None
+    if fmt is None or path is None or fmt.parse(read_json(path)) is None:
+        return None
+    fix = f"olp login {spec.name}" + ("" if account == DEFAULT_ACCOUNT else f" --account {account}")
+    return LoginKeeper(slot, fmt, path, fix=fix, hold_s=hold_s, ended=ended)
 
 
 def _expired(spec: kit.ProviderSpec, runner: CliRunner) -> str | None:

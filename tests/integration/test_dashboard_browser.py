@@ -32,6 +32,7 @@ import trio
 from olp_harness import FAKE_CLAUDE, Proxy, in_thread, run_proxy
 
 from olp.accounting import day_of
+from olp.logins import EndedLogins, fingerprint
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -133,10 +134,19 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     chromium = _need_chromium()
     home = tmp_path / "home"
     cfg = config()  # and a second login of claude's: a row of its own (issue #30)
-    cfg["providers"]["anthropic"]["accounts"] = {"alice": {}}
+    cfg["providers"]["anthropic"]["accounts"] = {"alice": {}, "bob": {}}
     alice = home / "accounts" / "anthropic" / "alice"
     alice.mkdir(parents=True)
     (alice / ".credentials.json").write_text('{"claudeAiOauth": {"accessToken": "a"}}')
+    # and a third, kept by OLP (issue #41), whose refresh was refused at an earlier start
+    bob = home / "accounts" / "anthropic" / "bob"
+    bob.mkdir(parents=True)
+    (bob / ".credentials.json").write_text(json.dumps({"claudeAiOauth": {
+        "accessToken": "b", "refreshToken": "rb", "expiresAt": int(time.time() + 3600) * 1000}}))
+    EndedLogins(home / "logins.json").record(
+        bob / ".credentials.json", fingerprint(bob / ".credentials.json"),
+        "the refresh token was refused (invalid_grant): log in again with "
+        "`olp login anthropic --account bob`")
     with trio.fail_after(120):
         async with run_proxy(home, cfg) as proxy:
             made = [await in_thread(lambda n=name: subprocess.run(
@@ -169,8 +179,12 @@ async def test_the_dashboard_in_chromium(tmp_path: Path) -> None:
     assert "/1 warm" in seen["providers"] and "misses" in seen["providers"]  # its warm pool
     assert "lockdown verified (claude" in seen["providers"]  # its self-check passed
     assert "anthropic" in seen["quota"] and "ok" in seen["quota"]
-    alice_row = seen["providers"].split("account alice", 1)[1].split("gemini", 1)[0]
+    alice_row = seen["providers"].split("account alice", 1)[1].split("account bob", 1)[0]
     assert "subscription" in alice_row and "ready" in alice_row  # the second login, found
+    assert "login ok" in alice_row  # kept by OLP: spawns get its token, not its file
+    bob_row = seen["providers"].split("account bob", 1)[1].split("gemini", 1)[0]
+    assert "login expired" in bob_row and bob_row.count("(invalid_grant)") == 1
+    assert "log in again with `olp login anthropic --account bob`" in bob_row
     assert "account default" in seen["providers"]
     assert "account alice" in seen["quota"]
     assert "smart" in seen["chains"] and "anthropic/claude-sonnet-4-6" in seen["chains"]

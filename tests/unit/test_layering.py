@@ -25,7 +25,7 @@ RANKS: Final[dict[str, int]] = {
     "olp.accounting": 2,
     "olp.actors": 3, "olp.cache": 3,
     "olp.providers": 4,
-    "olp.config": 5, "olp.engine": 5, "olp.lockdown": 5,
+    "olp.config": 5, "olp.engine": 5, "olp.lockdown": 5, "olp.logins": 5,
     "olp.http": 6,
     "olp.runtime": 7,
     "olp.commands": 8, "olp.__main__": 8,

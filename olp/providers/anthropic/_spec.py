@@ -10,6 +10,7 @@ from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
 from ._invocation import build_invocation
+from ._login import LOGIN
 from ._parser import AnthropicParser
 from ._sessions import SESSIONS
 
@@ -23,6 +24,7 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @anthropic-ai/claude-code, then run `claude` and log in",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    login=LOGIN,
     home_var=_credentials.CONFIG_DIR_VAR,
     login_vars=(*_credentials.TOKEN_VARS, _credentials.SEEN_CONFIG_DIR_VAR),
     metered_env=("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN"),

@@ -9,6 +9,7 @@ from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
 from ._invocation import build_invocation
+from ._login import LOGIN
 from ._parser import CodexParser
 from ._sessions import SESSIONS
 
@@ -22,6 +23,7 @@ SPEC = ProviderSpec(
     install_hint="npm install -g @openai/codex, then run `codex login`",
     adapter=lambda: ADAPTER,
     credentials=_credentials,
+    login=LOGIN,
     home_var="CODEX_HOME",
     login_vars=(_credentials.AUTH_PATH_VAR, *_credentials.KEY_VARS),
     metered_env=("OPENAI_API_KEY", "CODEX_API_KEY"),
