@@ -68,7 +68,8 @@ class Credentials(Protocol):
 
     def home_links(self, env: Mapping[str, str], real_home: Path) -> dict[str, Path]:
         """Credential files to symlink into the per-spawn temporary home: a path relative to
-        that home mapped to the existing real file (so a CLI's own token refresh persists)."""
+        that home mapped to the existing real file (a key file, or a login OLP does not keep;
+        a login OLP keeps is never linked: the spawn gets its pass, :mod:`._login`)."""
         ...
 
     def preflight(self, env: Mapping[str, str], home: Path) -> Error | None:

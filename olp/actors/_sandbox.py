@@ -10,7 +10,8 @@ capability dropped, and sees only:
   as ``/etc/claude-code`` or ``/etc/codex``), the CLI's installation and its interpreter's
   (:func:`install_roots`), and any ``extra_read_only`` path the owner configured;
 * read-write: the spawn's job directory (its private home and working directory) and the
-  credential files linked into that home (so a CLI's own token refresh persists);
+  credential files still linked into that home (a key file; never a login OLP keeps, whose
+  spawns get only its access token: ``docs/adr/0031-how-logins-are-kept.md``);
 * a private ``/tmp``, ``/proc`` of its own PID namespace, a minimal ``/dev``.
 
 Not the owner's home, not ``OLP_HOME``, not other spawns' directories. The spawner's lifeline

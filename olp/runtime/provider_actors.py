@@ -266,15 +266,19 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
             warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
             units=spec.warm_units() if spec.warm_units is not None else None, login=keeper)
         missing = runner.preflight()
+        expired = _expired(spec, runner) if missing is None else None
+        # a login whose refresh was refused for good stays routed: its keeper skips its hops
+        # until the file changes (a new login is used at once, without a reload)
         kept = keeper.status() if keeper is not None else None
         ended = kept["problem"] if kept is not None and kept["state"] == "expired" else None
-        expired = (_expired(spec, runner) or ended) if missing is None else None
         by = _account_metered(settings, provider, spec, env, proxy_env, account.home)
         report.accounts[account.name] = AccountReport(
             account.name, None if account.home is None else str(account.home),
             account.serves_all, credentials=missing is None and expired is None,
-            metered=by is not None, metered_by=by, actor=slot, expired=expired is not None,
-            problem=missing.message if missing is not None else expired or "", login=kept)
+            metered=by is not None, metered_by=by, actor=slot,
+            expired=expired is not None or ended is not None,
+            problem=missing.message if missing is not None else expired or ended or "",
+            login=kept)
         runners[slot] = runner
     found = [a for a in report.accounts.values() if a.credentials]
     report.credentials = bool(found)

@@ -317,3 +317,29 @@ async def test_a_login_refused_for_good_is_shown_expired_and_never_written(
     assert login["state"] == "expired" and login["fix"] == fix, login
     printed = status.stdout.decode()
     assert "EXPIRED" in printed and fix in printed, printed
+
+
+@CLIS
+async def test_olps_refresh_is_the_clis_own_request(tmp_path: Path, nursery: trio.Nursery,
+                                                    cli: str) -> None:
+    """The refresh OLP makes is the one the CLI makes: same host, path, content type and JSON
+    fields (client id, grant, scopes, reason), only the refresh token differing. A CLI
+    update that changes its refresh fails here."""
+    world, _ = await make_world(nursery, tmp_path, cli, expires_in=60)
+    with trio.fail_after(60):
+        own = await world.owners_cli()  # within its margin: it refreshes itself
+        assert own.returncode == 0, own.stderr[-2000:]
+        world.write_login(world.login_file.parent,
+                          world.vendor.login("later", expires_in=-10))
+        async with run_proxy(world.home, world.config(), env=world.proxy_env()) as proxy:
+            assert answered(await in_thread(lambda: ask(proxy)))
+    theirs, ours = world.interceptor.token_requests(cli)
+    assert not theirs["headers"]["user-agent"].startswith("olp/")
+    assert ours["headers"]["user-agent"].startswith("olp/")
+    for request in (theirs, ours):
+        request["body"].pop("refresh_token")
+    assert (ours["host"], ours["path"], ours["method"]) == \
+        (theirs["host"], theirs["path"], theirs["method"])
+    assert ours["headers"]["content-type"] == theirs["headers"]["content-type"]
+    assert ours["body"] == theirs["body"]
+    assert [r["outcome"] for r in world.refreshes()] == ["ok", "ok"]

@@ -2,9 +2,10 @@
 
 The login is the auth file (``OPENAI_CODEX_AUTH_PATH``, else ``$CODEX_HOME/auth.json``, else
 ``~/.codex/auth.json``: a ChatGPT or an API-key login) or a key in the provider's configured
-``env`` (never the proxy's own: that is metered spend). Each spawn's fresh ``$HOME/.codex``
-gets the auth file as a symlink (a token refresh writes through it); ``CODEX_HOME`` is read
-only to find that file, never passed on. The file's ``auth_mode`` says metered or
+``env`` (never the proxy's own: that is metered spend). A ChatGPT login is kept by OLP
+(``_login``, ADR 0031): each spawn's fresh ``$HOME/.codex`` gets a copy without its refresh
+token; an API-key file is linked in. ``CODEX_HOME`` is read only to find that file, never
+passed on. The file's ``auth_mode`` says metered or
 subscription (:func:`metered_source`). The details and why:
 ``tests/fixtures/cli-reference/codex/README.md``, "Login and credentials".
 """

@@ -1,12 +1,15 @@
 """Where gemini-cli's login lives, what its environment needs, and the pre-spawn check.
 
-Two logins: an API key (metered; ``GEMINI_API_KEY``, or the proxy's ``GOOGLE_API_KEY`` handed
-on under that name) or a Google account (``~/.gemini/oauth_creds.json`` and
-``google_accounts.json``, symlinked into the spawn's private home so a token refresh writes
-through). The CLI picks its login from ``security.auth.selectedType``, which the spawn's
-settings set to ``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}``: :func:`auth_type` chooses
-``oauth-personal`` when the proxy has no key and an account login exists. How the CLI chooses,
-and why: ``tests/fixtures/cli-reference/gemini/README.md``, "Login and credentials".
+Two logins: an API key (metered; ``GEMINI_API_KEY``, or the proxy's ``GOOGLE_API_KEY`` handed on
+under that name) or a Google account (``~/.gemini/oauth_creds.json`` and
+``google_accounts.json``, symlinked into the spawn's private home: gemini refreshes its own
+token, which is safe because Google's refresh tokens can be used again, and it rewrites the file
+in place through the link, also inside the sandbox (measured:
+``tests/fixtures/cli-reference/gemini/login_refresh/README.md``)). The CLI picks its login from
+``security.auth.selectedType``, which the spawn's settings set to
+``${OLP_GEMINI_AUTH_TYPE:-gemini-api-key}``: :func:`auth_type` chooses ``oauth-personal`` when
+the proxy has no key and an account login exists. How the CLI chooses, and why:
+``tests/fixtures/cli-reference/gemini/README.md``, "Login and credentials".
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 The key is looked up as vibe does: ``MISTRAL_API_KEY`` in the CLI's environment, else the
 dotenv file ``MISTRAL_VIBE_AUTH_PATH`` names, else ``$VIBE_HOME/.env``, else ``~/.vibe/.env``.
-Each spawn gets its own ``VIBE_HOME``, with the key file symlinked in as ``.vibe/.env``; the
-proxy's ``VIBE_HOME`` is read only to find that file. Every key is metered spend
+Each spawn gets its own ``VIBE_HOME``, with the key file symlinked in as ``.vibe/.env`` (a
+key: nothing in it is ever refreshed or rewritten); the proxy's ``VIBE_HOME`` is read only to
+find that file. Every key is metered spend
 (:func:`metered_source`); the system keyring is not looked at. The details and why:
 ``tests/fixtures/cli-reference/vibe/README.md``, "Login and credentials".
 """
