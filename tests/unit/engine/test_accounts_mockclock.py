@@ -19,6 +19,7 @@ from olp.actors.testing import FakeSpawner, JsonLinesAdapter, Step
 from olp.engine import ChainFailed, Engine, HealthBook, Hop, Ledger, Router, SoftLimits
 from olp.engine._sources import RequestContext
 from olp.failures import Code
+from olp.http._errors import chain_error
 from olp.store import slot_name
 
 REQ = user_says("q", model="chain")
@@ -237,3 +238,58 @@ async def test_a_continued_conversation_goes_first_to_the_account_keeping_it() -
     assert await conversation_first(route, REQ, RequestContext(), actors) is route
     single = for_key(Route("chain", (CLAUDE, CODEX)), bound("claude:alice").accounts)
     assert await conversation_first(single, REQ, keyed, actors) is single
+
+
+class EndedLogin:
+    """A login whose refresh was refused for good (issue #41): ``ended()`` says why."""
+
+    generation = 1
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def ended(self) -> str | None:
+        return self.why
+
+    def status(self) -> dict[str, Any]:
+        return {"state": "expired", "problem": self.why}
+
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        task_status.started()
+        await trio.sleep_forever()
+
+
+async def test_an_ended_login_is_skipped_as_auth_without_a_spawn(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    engine, spawners = build({"claude@alice": [OK], "claude@bob": [OK], "codex": [OK]})
+    why = "the refresh token was refused (invalid_grant): log in again with `olp login`"
+    alice = engine.actors["claude@alice"]
+    alice.login = EndedLogin(why)  # type: ignore[assignment]
+    await start(engine, nursery)
+    answer = await engine.open(REQ, bound("claude:alice", "claude:bob"))
+    assert answer.hop.slot == "claude@bob" and trio.current_time() == 0.5  # at once
+    assert [(r.account, r.code, r.category, r.trigger_type, r.error_message)
+            for r in answer.records] == [
+        ("alice", Code.LOGIN_EXPIRED, "auth", "soft", f"login expired: {why}")]
+    answer.close()
+    assert spawners["claude@alice"].runs == []
+    await trio.testing.wait_all_tasks_blocked()
+    assert clean(engine, spawners)
+
+
+async def test_a_chain_whose_every_login_ended_fails_without_an_attempt(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery) -> None:
+    engine, spawners = build({"claude@alice": [OK], "claude@bob": [OK]}, hops=(CLAUDE,))
+    for slot in ("claude@alice", "claude@bob"):
+        engine.actors[slot].login = EndedLogin("refused")  # type: ignore[assignment]
+    await start(engine, nursery)
+    with pytest.raises(ChainFailed) as failed:
+        await engine.open(REQ, bound("claude:alice", "claude:bob"))
+    assert failed.value.first is None and failed.value.skip_codes == {Code.LOGIN_EXPIRED}
+    assert all(not s.runs for s in spawners.values())
+    error = chain_error(REQ, failed.value)  # the app's answer: upstream auth, not a rest
+    assert (error.error.status, error.error.code) == (502, "upstream_auth_failed")
+    assert "has expired" in error.error.message
+    public = chain_error(REQ, failed.value, public=True)
+    assert "refused" not in public.error.message and public.error.status == 502
