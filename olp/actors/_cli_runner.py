@@ -140,6 +140,11 @@ class CliRunner:
         the process group is killed (TERM, then KILL after the spawner's grace) and the
         temporary directories are removed before the cancellation propagates; no terminal
         event is sent then, and no session is kept.
+
+        With a kept :attr:`login`, the spawn gets the login's current pass (waiting for a
+        refresh it needs; an ended login answers its error, nothing spawned), and when the
+        API refuses that token before any content the job is answered once more with a
+        newer one (:meth:`_renewed_after`).
         """
         terminal: Event | None = self.preflight()
         login_pass: LoginPass | None = None
@@ -165,7 +170,7 @@ class CliRunner:
                     await self._keep(turn, warm.workdir.parent / "home")
             if login_pass is not None and (renewed := await self._renewed_after(
                     terminal, login_pass, seen)) is not None:
-                terminal, login_pass = None, renewed
+                terminal, login_pass, seen = None, renewed, None  # answered again, once
         if terminal is None:
             # The job's directories are made and removed synchronously: a few small local
             # file operations, and a cleanup with no checkpoint cannot be interrupted. They

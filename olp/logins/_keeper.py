@@ -267,6 +267,9 @@ class LoginKeeper:
                 self._failed(str(exc))
             except OSError as exc:  # the lock's directory or file
                 self._failed(f"cannot take {self.fmt.cli}'s lock: {exc.strerror}")
+            except Exception as exc:  # a bug, or an answer the format cannot take: retried
+                log.exception("login refresh failed", extra={"login": self.name})
+                self._failed(f"{type(exc).__name__} while refreshing")
 
     def _wanted(self, force_from: int | None) -> bool:
         if not self._refreshable():
@@ -304,7 +307,9 @@ class LoginKeeper:
             self._failed(str(exc))
             return
         new = self.fmt.parse(data)
-        assert new is not None
+        if new is None:
+            self._failed("the token endpoint's answer holds no login")
+            return
         if fingerprint(self.path) != before and self._newer_on_disk(new):
             return
         self._refreshes += 1
