@@ -111,9 +111,10 @@ class World:
             assert refresh["outcome"] == "ok", refresh
             assert refresh["headers"]["user-agent"].startswith("olp/"), refresh["headers"]
 
-    async def owners_cli(self) -> Ran:
+    async def owners_cli(self, login_dir: Path | None = None) -> Ran:
         """The owner's own CLI, as they run it at home (its own login file, its own
-        variables), answering one prompt against the same vendor."""
+        variables), answering one prompt against the same vendor; ``login_dir``: an account's
+        home instead (as ``CLAUDE_CONFIG_DIR`` / ``CODEX_HOME``: that person's own CLI)."""
         env = {"PATH": os.environ["PATH"], "HOME": str(self.owner), "LANG": "C.UTF-8",
                **self.interceptor.env_for(self.cli)}
         if self.cli == "claude":
@@ -121,11 +122,15 @@ class World:
                     "--model", MODELS["claude"]]
             env.update(ANTHROPIC_BASE_URL=self.mock._url(), CLAUDE_CODE_MAX_RETRIES="0",
                        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1")
+            if login_dir is not None:
+                env["CLAUDE_CONFIG_DIR"] = str(login_dir)
             config = None
         else:
             argv = [self.binary, "exec", "--json", "--skip-git-repo-check", "--ephemeral",
                     "-m", MODELS["codex"], "-"]
-            config = self.owner / ".codex" / "config.toml"
+            if login_dir is not None:
+                env["CODEX_HOME"] = str(login_dir)
+            config = (login_dir or self.owner / ".codex") / "config.toml"
             config.write_text(codex_toml(self.mock))
         try:
             done = await trio.run_process(argv, stdin=b"Say hello.", capture_stdout=True,
@@ -225,6 +230,10 @@ async def test_eight_concurrent_requests_on_an_expired_token_share_one_refresh(
         [r.text for r in responses if not answered(r)]
     assert len(world.refreshes()) == 1
     world.assert_every_refresh_was_olps_and_spent_a_live_token()
+    with trio.fail_after(30):
+        own = await world.owners_cli()
+    assert own.returncode == 0 and ANSWER in own.stdout, own.stderr[-2000:]
+    assert len(world.refreshes()) == 1  # none of its own
 
 
 @CLIS
@@ -303,6 +312,10 @@ async def test_a_second_account_is_kept_in_its_own_home(tmp_path: Path, nursery:
     world.assert_every_refresh_was_olps_and_spent_a_live_token()
     assert world.access_in(world.file_in(alice_home)) == alice.access
     assert world.login_file.read_bytes() == owners_file and owners.generation == 1
+    with trio.fail_after(30):  # alice's own CLI, on the file OLP left in her home
+        own = await world.owners_cli(alice_home)
+    assert own.returncode == 0 and ANSWER in own.stdout, own.stderr[-2000:]
+    assert [r["family"] for r in world.refreshes()] == ["alice"]  # none of its own
 
 
 @CLIS
