@@ -13,8 +13,6 @@ import trio
 from quart import g, request
 from quart_trio import QuartTrio
 
-from olp.store import hash_token
-
 from . import _dashboard
 from ._auth_throttle import AuthThrottle
 from ._errors import ApiError
@@ -46,22 +44,21 @@ class Gate:
         self.throttle = throttle or AuthThrottle()
 
     async def authenticate(self, token: str) -> Principal | None:
-        """The key's principal, or ``None`` (counted against the client's address). Raises
-        :class:`ApiError` 429 with ``Retry-After`` while that address is backed off and the
-        key is not one known good. Waits on the key store."""
+        """The key's principal, whatever the back-off (a correct key is always served), or
+        ``None`` for a wrong key, counted against the client's address. Raises
+        :class:`ApiError` 429 with ``Retry-After`` for a wrong key while that address is
+        backed off. Waits on the key store (in memory, but for its periodic read)."""
+        principal = await self._services.keys.authenticate(token)
+        if principal is not None:
+            return principal
         source = request.remote_addr or "-"
-        digest = hash_token(token)
-        wait = self.throttle.retry_after(source, digest)
+        wait = self.throttle.retry_after(source)
         if wait is not None:
             raise ApiError(429, f"Too many wrong keys from this address: try again in {wait} s.",
                            "rate_limit_error", "too_many_failed_logins",
                            headers={"Retry-After": str(wait)})
-        principal = await self._services.keys.authenticate(token)
-        if principal is None:
-            self.throttle.failed(source)
-        else:
-            self.throttle.succeeded(digest)
-        return principal
+        self.throttle.failed(source)
+        return None
 
 
 def add_auth(app: QuartTrio, services: Services, sessions: _dashboard.Sessions,

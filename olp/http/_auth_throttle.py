@@ -2,15 +2,16 @@
 
 Each wrong key (``Authorization``/``x-api-key``, or the dashboard's login form) counts
 against the client's address. The first :data:`FREE_FAILURES` cost nothing; each one after
-closes that address to unknown keys for twice as long as the last (1 s, 2 s, 4 s … up to
-:data:`MAX_BACKOFF_S`), answered 429 with ``Retry-After`` and not checked at all, so a guesser
-gets a handful of tries a minute. A source with no failure for :data:`FORGET_S` starts
+closes that address to wrong keys for twice as long as the last (1 s, 2 s, 4 s … up to
+:data:`MAX_BACKOFF_S`): each is answered 429 with ``Retry-After`` and not counted, so a guesser
+gets a handful of answers a minute. A source with no failure for :data:`FORGET_S` starts
 afresh.
 
-It never slows a correct key: addresses are counted apart, and a key that has authenticated
-since the proxy started (remembered by its SHA-256, at most :data:`KNOWN_KEYS`) passes even
-from a closed address, so a misconfigured tool on this machine cannot lock out the others
-that share 127.0.0.1. Nothing here blocks; the clock is injectable (Trio's by default).
+It never slows a correct key (issue #42): the gate looks a key up first, in memory (a wrong
+key is a dictionary miss: :class:`~olp.store.AsyncKeyStore`), and asks here only about a
+wrong one. So a correct key is served from any address whatever its state, and a tool on
+this machine that keeps sending a revoked key cannot lock out the others that share
+127.0.0.1. Nothing here blocks; the clock is injectable (Trio's by default).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 60.0
 FORGET_S = 600.0
 MAX_SOURCES = 4096
-KNOWN_KEYS = 1024
 
 
 @dataclass(slots=True)
@@ -42,16 +42,15 @@ class AuthThrottle:
     def __init__(self, clock: Callable[[], float] = trio.current_time) -> None:
         self._clock = clock
         self._sources: dict[str, _Source] = {}
-        self._known: dict[str, None] = {}  # insertion-ordered: the oldest is dropped first
 
-    def retry_after(self, source: str, digest: str | None) -> int | None:
-        """Whole seconds until ``source`` may try an unknown key again, or ``None`` if it may
-        now (or ``digest`` is a key that authenticated before)."""
+    def retry_after(self, source: str) -> int | None:
+        """Whole seconds until a wrong key from ``source`` is answered 401 again (429
+        meanwhile), or ``None`` if it is now."""
         entry = self._sources.get(source)
         if entry is None:
             return None
         wait = entry.closed_until - self._clock()
-        if wait <= 0 or (digest is not None and digest in self._known):
+        if wait <= 0:
             return None
         return max(1, math.ceil(wait))
 
@@ -68,14 +67,6 @@ class AuthThrottle:
         over = entry.failures - FREE_FAILURES
         if over > 0:
             entry.closed_until = now + min(MAX_BACKOFF_S, FIRST_BACKOFF_S * 2 ** min(over - 1, 16))
-
-    def succeeded(self, digest: str) -> None:
-        """Remember a key that authenticated (its SHA-256), so no back-off ever holds it."""
-        if digest in self._known:
-            return
-        if len(self._known) >= KNOWN_KEYS:
-            del self._known[next(iter(self._known))]
-        self._known[digest] = None
 
     def _forget(self, now: float) -> None:
         """Drop sources quiet for :data:`FORGET_S`; if none is, the one quiet longest."""

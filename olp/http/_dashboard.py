@@ -7,7 +7,8 @@ the session's CSRF token in ``X-CSRF-Token``.
 ``server.dashboard``: ``"loopback"`` (default: only clients on this machine), ``"on"`` (any
 address the proxy listens on), ``"off"``. Sessions live in memory (a restart logs out), and
 a session lives only as long as the key that opened it: every session request checks that
-key again (through the key store's 2 s memo), so revoking or rotating it logs it out.
+key again (the key store reads its keys again every 2 s), so revoking or rotating it logs
+it out.
 State-changing requests from another site are refused (``Origin``/``Sec-Fetch-Site``,
 :func:`._host_check.cross_site`) besides needing the CSRF token.
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import hmac
 import json
+import math
 import sqlite3
 import time
 from collections.abc import Callable
@@ -93,7 +94,7 @@ class KeyStore:
         ``limits`` sets the ones named) and its binding to accounts (``()``: none; the
         default keeps it). ``None`` if no active key matched; a bad limit, or a policy
         :func:`_checked` refuses, raises ``ValueError``. A running server applies it within
-        its 2 s lookup memo."""
+        2 s (it reads its keys again that often)."""
         where, arg = _where(id_or_name)
         changes = Limits.from_dict(dict(limits or {})).as_dict()
 
@@ -129,7 +130,7 @@ class KeyStore:
     def rotate(self, id_or_name: int | str) -> tuple[KeyRecord, str] | None:
         """Give an active key (by id or name) a new secret: returns its record and the new
         plaintext token (shown once), or ``None`` if no active key matched. The old secret
-        stops working at once here, and within a server's 2 s lookup memo there. Raises
+        stops working at once here, and within 2 s in a running server. Raises
         :class:`StoreError` for the key ``OLP_OWNER_TOKEN`` defines (change that instead)."""
         where, arg = _where(id_or_name)
         token = generate_token()
@@ -166,6 +167,14 @@ class KeyStore:
             return None
         return Principal(key_id=row[0], name=row[1], tier=_tier(row[2]),
                          policy=_policy(row[4], row[5], row[6]))
+
+    def active_keys(self) -> dict[str, Principal]:
+        """Every active key's principal by its hash (one read of the table)."""
+        rows = self._db.read(lambda c: c.execute(
+            "SELECT id, name, tier, hash, providers, limits, accounts FROM api_keys "
+            "WHERE revoked_at IS NULL").fetchall())
+        return {row[3]: Principal(key_id=row[0], name=row[1], tier=_tier(row[2]),
+                                  policy=_policy(row[4], row[5], row[6])) for row in rows}
 
     def ensure_owner(self, env_token: str | None) -> str | None:
         """Make sure an owner key exists; return a new plaintext token only if one was made.
@@ -217,47 +226,82 @@ class AsyncKeyStore:
     """:class:`KeyStore` for Trio code: each call runs in a worker thread (never blocks the
     loop) and, once started, finishes even if the caller is cancelled.
 
-    A successful :meth:`authenticate` is remembered for ``memo_s`` seconds (by the token's
-    hash, on the Trio thread), so a busy client costs no thread hop per request; a key
-    revoked through this store is forgotten at once, one revoked by another process (``olp
-    keys revoke``) within ``memo_s``. Failures are never remembered.
+    :meth:`authenticate` looks keys up in memory: every active key's hash, read from the
+    table as a whole (issue #42). The copy is read again when it is older than ``memo_s``
+    (so a key revoked or changed by another process, ``olp keys``, stops or changes within
+    ``memo_s``), and when a key is not in it, at most every ``miss_s`` (so a key created by
+    ``olp keys create`` works at once). A wrong key is a dictionary miss: a flood of them costs
+    one read of the table per ``miss_s``, never one per key. A key made or revoked through this
+    store counts at once.
     """
 
-    def __init__(self, keys: KeyStore, *, memo_s: float = 2.0,
+    def __init__(self, keys: KeyStore, *, memo_s: float = 2.0, miss_s: float = 0.25,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.sync = keys
         self._memo_s = memo_s
+        self._miss_s = miss_s
         self._clock = clock
-        self._memo: dict[str, tuple[float, Principal]] = {}
+        self._live: dict[str, Principal] = {}
+        self._read_at = -math.inf
+        self._changes = 0  # keys made or revoked through this store
+        self._reading: trio.Event | None = None
 
     async def authenticate(self, token: str) -> Principal | None:
-        digest = hash_token(token)
-        now = self._clock()
-        remembered = self._memo.get(digest)
-        if remembered is not None and remembered[0] > now:
+        """The active key's principal, or ``None``. A checkpoint; blocks on a read of the
+        table only when the copy in memory is too old (see the class)."""
+        if not token or len(token) > _MAX_TOKEN_CHARS:
             await trio.lowlevel.checkpoint()
-            return remembered[1]
-        principal = await trio.to_thread.run_sync(self.sync.authenticate, token)
-        if principal is None:
-            self._memo.pop(digest, None)
+            return None
+        digest = hash_token(token)
+        if self._clock() - self._read_at >= self._memo_s:
+            await self._read()
+        principal = self._live.get(digest)
+        if principal is None and self._clock() - self._read_at >= self._miss_s:
+            await self._read()  # a key made since the copy was read?
+            principal = self._live.get(digest)
         else:
-            if len(self._memo) > 1024:  # only valid keys get here; keep it small anyway
-                self._memo.clear()
-            self._memo[digest] = (now + self._memo_s, principal)
+            await trio.lowlevel.checkpoint()
         return principal
 
+    async def _read(self) -> None:
+        """Read every active key into memory; one read at a time (a caller arriving while
+        one runs waits for it). The read finishes even if its caller is cancelled. A key
+        changed through this store meanwhile leaves the copy marked old: read again next."""
+        if self._reading is not None:
+            await self._reading.wait()
+            return
+        self._reading = done = trio.Event()
+        try:
+            started, changes = self._clock(), self._changes
+            self._live = await trio.to_thread.run_sync(self.sync.active_keys)
+            self._read_at = started if changes == self._changes else -math.inf
+        finally:
+            self._reading = None
+            done.set()
+
+    def _changed(self) -> None:
+        """A key was made or revoked through this store: read the keys before the next
+        check."""
+        self._changes += 1
+        self._read_at = -math.inf
+
     async def create(self, name: str, tier: Tier = "guest") -> tuple[KeyRecord, str]:
-        return await trio.to_thread.run_sync(self.sync.create, name, tier)
+        made = await trio.to_thread.run_sync(self.sync.create, name, tier)
+        self._changed()
+        return made
 
     async def list(self) -> builtins.list[KeyRecord]:
         return await trio.to_thread.run_sync(self.sync.list)
 
     async def revoke(self, id_or_name: int | str) -> bool:
-        self._memo.clear()
-        return await trio.to_thread.run_sync(self.sync.revoke, id_or_name)
+        revoked = await trio.to_thread.run_sync(self.sync.revoke, id_or_name)
+        self._changed()
+        return revoked
 
     async def ensure_owner(self, env_token: str | None) -> str | None:
-        return await trio.to_thread.run_sync(self.sync.ensure_owner, env_token)
+        made = await trio.to_thread.run_sync(self.sync.ensure_owner, env_token)
+        self._changed()
+        return made
 
 
 def import_keys(c: sqlite3.Connection, keys: builtins.list[ImportedKey]
