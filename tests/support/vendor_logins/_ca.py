@@ -2,7 +2,7 @@
 
 One EC key pair for the CA and one leaf certificate naming every vendor host the interceptor
 plays (``subjectAltName``), valid for a day. The CLIs trust it through their own variables
-(claude ``NODE_EXTRA_CA_CERTS``, codex ``CODEX_CA_CERTIFICATE``) and OLP through
+(claude and gemini ``NODE_EXTRA_CA_CERTS``, codex ``CODEX_CA_CERTIFICATE``) and OLP through
 ``SSL_CERT_FILE``.
 """
 
@@ -17,7 +17,8 @@ from pathlib import Path
 #: The hosts the interceptor answers for (anything else CONNECTed to is refused).
 HOSTS = ("platform.claude.com", "api.anthropic.com", "claude.ai", "console.anthropic.com",
          "statsig.anthropic.com", "auth.openai.com", "chatgpt.com", "api.openai.com",
-         "ab.chatgpt.com")
+         "ab.chatgpt.com", "oauth2.googleapis.com", "www.googleapis.com",
+         "cloudcode-pa.googleapis.com")
 
 
 @dataclass(frozen=True, slots=True)

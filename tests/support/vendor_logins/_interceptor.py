@@ -1,19 +1,21 @@
 """A TLS-intercepting HTTPS proxy that plays the vendors' token endpoints (issue #41).
 
 The real CLIs reach it through their own variables: ``HTTPS_PROXY`` (``CONNECT host:443``),
-and the test CA through ``NODE_EXTRA_CA_CERTS`` (claude) or ``CODEX_CA_CERTIFICATE`` (codex);
-OLP's own refresher through ``HTTPS_PROXY`` and ``SSL_CERT_FILE``. Each tunnel is answered
-``200 Connection established``, then TLS is ended here with a certificate of the test CA
-(:mod:`._ca`) and the requests inside are served with the same h11 core as the mocks:
+and the test CA through ``NODE_EXTRA_CA_CERTS`` (claude, gemini) or ``CODEX_CA_CERTIFICATE``
+(codex); OLP's own refresher through ``HTTPS_PROXY`` and ``SSL_CERT_FILE``. Each tunnel is
+answered ``200 Connection established``, then TLS is ended here with a certificate of the test
+CA (:mod:`._ca`) and the requests inside are served with the same h11 core as the mocks:
 
 * ``POST platform.claude.com/v1/oauth/token`` (JSON) → :attr:`Interceptor.claude`;
 * ``POST auth.openai.com/oauth/token`` (JSON or a form) → :attr:`Interceptor.codex`;
+* ``POST oauth2.googleapis.com/token`` (a form) → :attr:`Interceptor.google`, which also
+  answers the other Google routes gemini calls, Code Assist included (:mod:`._google`);
 * anything else on a known host → 404 (recorded: a CLI's side traffic).
 
 Every tunnel and request is recorded (:attr:`Interceptor.connects`,
-:attr:`Interceptor.requests`); tokens are fake, so nothing is redacted. The API itself stays on
-the loopback mocks (``tests/support/mock_*``), which take only the newest access token when
-given a vendor's :meth:`~._tokens.Vendor.check_bearer` as their ``gate``.
+:attr:`Interceptor.requests`); tokens are fake, so nothing is redacted. Apart from gemini's,
+the API stays on the loopback mocks (``tests/support/mock_*``), which take only the newest
+access token when given a vendor's :meth:`~._tokens.Vendor.check_bearer` as their ``gate``.
 """
 
 from __future__ import annotations
@@ -30,20 +32,23 @@ import trio
 from mockhttp import Exchange, read_request, serve_connection
 
 from ._ca import HOSTS, TestCa, make_ca
+from ._google import TOKEN_HOST, GoogleVendor
 from ._tokens import Vendor
 
 TOKEN_ROUTES = {("platform.claude.com", "/v1/oauth/token"): "claude",
-                ("auth.openai.com", "/oauth/token"): "codex"}
+                ("auth.openai.com", "/oauth/token"): "codex",
+                (TOKEN_HOST, "/token"): "google"}
 
 
 @dataclass(slots=True)
 class Interceptor:
-    """The running interceptor: where it listens, the CA to trust, the two vendors, and what
-    it saw."""
+    """The running interceptor: where it listens, the CA to trust, the three vendors, and
+    what it saw."""
 
     ca: TestCa
     claude: Vendor = field(default_factory=lambda: Vendor("claude"))
     codex: Vendor = field(default_factory=lambda: Vendor("codex"))
+    google: GoogleVendor = field(default_factory=GoogleVendor)
     host: str = "127.0.0.1"
     port: int = 0
     connects: list[dict[str, Any]] = field(default_factory=list)
@@ -58,7 +63,7 @@ class Interceptor:
         test CA (loopback stays direct: the API mocks are plain HTTP on 127.0.0.1)."""
         env = {"HTTPS_PROXY": self.proxy_url, "https_proxy": self.proxy_url,
                "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-        if cli == "claude":
+        if cli in ("claude", "gemini"):
             env["NODE_EXTRA_CA_CERTS"] = str(self.ca.ca_file)
         elif cli == "codex":
             env["CODEX_CA_CERTIFICATE"] = str(self.ca.ca_file)
@@ -110,17 +115,31 @@ class Interceptor:
                                   "headers": headers, "body": parsed}
         self.requests.append(record)
         vendor_name = TOKEN_ROUTES.get((host, path))
+        stream = False
         if vendor_name is not None and request.method == b"POST":
             record["token_endpoint"] = vendor_name
-            vendor: Vendor = getattr(self, vendor_name)
+            vendor: Vendor | GoogleVendor = getattr(self, vendor_name)
             status, payload = vendor.refresh(parsed if isinstance(parsed, dict) else {},
                                              headers)
+        elif (google := self.google.route(host, record["method"], path, parsed,
+                                          headers)) is not None:
+            status, payload, stream = google
         else:
             status, payload = 404, {"error": {"message": f"the interceptor does not serve "
                                                          f"{host}{path}", "type": "not_found"}}
         record["status"] = status
-        await ex.respond_json(status, payload)
+        if stream:
+            await _send_one_event(ex, payload)
+        else:
+            await ex.respond_json(status, payload)
         return True
+
+
+async def _send_one_event(ex: Exchange, payload: Any) -> None:
+    """A 200 event stream holding ``payload`` as its one event (Code Assist's ``alt=sse``)."""
+    await ex.start_sse()
+    await ex.send_sse(json.dumps(payload))
+    await ex.send(h11.EndOfMessage())
 
 
 def _parse_body(content_type: str, body: bytes) -> Any:
