@@ -18,6 +18,7 @@ from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, is_terminal
 
 from ._login import Login
+from ._threads import ThreadServers, ThreadServerStatistics
 from ._warm import PoolStatistics, WarmPool
 
 log = logging.getLogger("olp.actors")
@@ -97,6 +98,7 @@ class ActorStatistics:
     jobs_started: int
     jobs_refused: int
     warm: PoolStatistics | None = None  # its warm pool, when it has one
+    threads: ThreadServerStatistics | None = None  # its long-lived server, when it has one
 
 
 class ProviderActor:
@@ -108,17 +110,20 @@ class ProviderActor:
     actor runs beside its jobs and ends with them. ``admission``, when given, decides each
     job before it takes a slot (a refusal answers the job; nothing is spawned). ``login``,
     when given, is the keeper of the runner's login (``olp/logins``): the actor runs it beside
-    its jobs, as the admission's checks, until retired and idle.
+    its jobs, as the admission's checks, until retired and idle; so is ``threads``, the
+    runner's long-lived model server (``codex app-server``).
     """
 
     def __init__(self, name: str, runner: JobRunner, *, max_concurrent: int,
                  pool: WarmPool[Any, Any] | None = None,
-                 admission: Admission | None = None, login: Login | None = None) -> None:
+                 admission: Admission | None = None, login: Login | None = None,
+                 threads: ThreadServers | None = None) -> None:
         self.name = name
         self.runner = runner
         self.pool = pool
         self.admission = admission
         self.login = login
+        self.threads = threads
         self.limiter = trio.CapacityLimiter(max_concurrent)
         self._inbox_send, self._inbox_recv = trio.open_memory_channel[_Job](0)
         self._jobs_started = 0
@@ -132,7 +137,8 @@ class ProviderActor:
         stats = self.limiter.statistics()
         return ActorStatistics(self.name, stats.borrowed_tokens, int(stats.total_tokens),
                                self._jobs_started, self._jobs_refused,
-                               self.pool.statistics() if self.pool is not None else None)
+                               self.pool.statistics() if self.pool is not None else None,
+                               self.threads.statistics() if self.threads is not None else None)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
@@ -143,7 +149,9 @@ class ProviderActor:
                 if self.pool is not None:
                     await nursery.start(self.pool.run)
                 checks = trio.CancelScope()
-                if self.admission is not None or self.login is not None:
+                if self.threads is not None:  # before any job can ask it for a thread
+                    await nursery.start(self._services, checks)
+                elif self.admission is not None or self.login is not None:
                     nursery.start_soon(self._services, checks)
                 task_status.started()
                 with self._inbox_recv:
@@ -200,18 +208,23 @@ class ProviderActor:
         if self.pool is not None:
             self.pool.close()
 
-    async def _services(self, scope: trio.CancelScope) -> None:
-        """The admission's checks and the login's keeper, until ``scope`` is cancelled."""
+    async def _services(self, scope: trio.CancelScope, *,
+                        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The admission's checks, the login's keeper and the long-lived server, until
+        ``scope`` is cancelled (started once the server can take requests)."""
         with scope:
             async with trio.open_nursery() as nursery:
+                if self.threads is not None:
+                    await nursery.start(self.threads.serve)
+                task_status.started()
                 if self.admission is not None:
                     nursery.start_soon(self.admission.serve)
                 if self.login is not None:
                     nursery.start_soon(self.login.serve)
 
     async def _end_checks_when_idle(self, checks: trio.CancelScope) -> None:
-        """Retired: the admission's checks and the login's keeper end once no job is left
-        that may wait on one."""
+        """Retired: the admission's checks, the login's keeper and the long-lived server end
+        once no job is left that may use one."""
         while self._active:
             self._idle = trio.Event()
             await self._idle.wait()

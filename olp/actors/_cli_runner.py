@@ -36,6 +36,7 @@ from ._sessions import (
     open_turn,
     settler,
 )
+from ._threads import ThreadServers
 from ._tool_gate import ToolGate
 from ._warm import Lease, WarmPool, WarmSettings
 from ._warm_units import Template, WarmProcess, WarmStartError, WarmUnits
@@ -78,15 +79,19 @@ class CliRunner:
 
     ``login``: the keeper of its login when OLP keeps it fresh (``olp/logins``; the actor runs
     it). Then every spawn gets a pass from it (the access token only) instead of the login
-    file, and the warm pool renews its units at every new token."""
+    file, and the warm pool renews its units at every new token.
+
+    ``threads``: the CLI's long-lived model server (``codex app-server``; the actor runs it):
+    a job it serves is answered in a thread there rather than by a spawn."""
 
     def __init__(self, adapter: CliAdapter, spawner: Spawner, config: CliConfig, *,
                  warm: WarmSettings | None = None, units: WarmUnits | None = None,
-                 login: Login | None = None) -> None:
+                 login: Login | None = None, threads: ThreadServers | None = None) -> None:
         self.adapter = adapter
         self.spawner = spawner
         self.config = config
         self.login = login
+        self.threads = threads
         # provider@account for another login than the default: its own sessions and pool
         self.slot = slot_name(adapter.name, config.account)
         self.pool: WarmPool[WarmProcess, Template] | None = None
@@ -98,6 +103,8 @@ class CliRunner:
                                      service=units.serve)
         if login is not None and self.pool is not None:
             login.subscribe(self.pool.renew)
+        if login is not None and threads is not None:
+            login.subscribe(threads.renew)
 
     def environment(self, home: Path) -> dict[str, str]:
         """The CLI's whole environment: minimal base, adapter defaults, configured ``env``."""
@@ -161,6 +168,12 @@ class CliRunner:
                 turn.usage_before = await kept[0].offload(
                     functools.partial(kept[1].usage_before, turn.stored.files))
             emit = turn.tap(emit, model)
+        if terminal is None and (turn is None or turn.stored is None) \
+                and self.threads is not None and self.threads.serves(request):
+            terminal = await self._answer_in_thread(request, model, emit, turn, login_pass)
+            if login_pass is not None and (renewed := await self._renewed_after(
+                    terminal, login_pass, seen)) is not None:
+                terminal, login_pass, seen = None, renewed, None  # answered again, once
         if terminal is None and (turn is None or turn.stored is None) \
                 and (lease := self._take_warm(request, model)) is not None:
             async with lease as warm:
@@ -290,6 +303,24 @@ class CliRunner:
         except SpawnError as exc:
             code = Code.CLI_NOT_FOUND if exc.not_found else Code.SPAWN_FAILED
             return failure(code, str(exc))
+
+    # --- a long-lived server's threads (olp/actors/_threads.py) -----------------------------
+
+    async def _answer_in_thread(self, request: ChatRequest, model: str, emit: Emit,
+                                turn: Turn | None, login_pass: LoginPass | None,
+                                ) -> Error | Event | None:
+        """Answer ``request`` in a thread of :attr:`threads`. ``None`` when no thread could be
+        had or it could not take the request (nothing was sent: the caller spawns the CLI)."""
+        assert self.threads is not None
+        try:
+            async with self.threads.open(self, request, model, login_pass) as unit:
+                return await self._answer_warm(request, model, unit, emit, turn, login_pass)
+        except CapabilityMissing as exc:
+            return failure(Code.CAPABILITY, str(exc), status=400)
+        except WarmStartError as exc:
+            log.info("no server thread (%s); spawning the CLI", exc,
+                     extra={"provider": self.slot})
+            return None
 
     # --- warm processes (olp/actors/_warm.py) ---------------------------------------------
 

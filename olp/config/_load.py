@@ -172,6 +172,8 @@ def _check(config: Config, source: Path) -> None:
         if block.warm and spec is not None and spec.warm is None:
             why = spec.warm_reason or f"{spec.kind} providers start no process"
             fail(f"{where}.warm", f"{name} cannot be kept warm: {why}; remove it or set 0")
+        if block.codex_mode is not None and (spec is None or spec.thread_servers is None):
+            fail(f"{where}.codex_mode", f"only codex takes it ({name} has no app-server mode)")
         for path in block.sandbox_read_only:
             if not PurePosixPath(path).is_absolute() or ".." in PurePosixPath(path).parts:
                 fail(f"{where}.sandbox_read_only", f"{path!r} must be an absolute path")

@@ -92,6 +92,9 @@ class ProviderConfig(Strict, frozen=True, kw_only=True):
     sessions: bool | None = None
     session_ttl_s: Positive = 3600.0  # a kept session unused this long is dropped
     lockdown_check: bool = True  # self-check the CLI's lockdown before it serves (#26)
+    # codex only (issue #43): answer in threads of one long-lived `codex app-server` per
+    # login, or spawn `codex exec` per request; None: the kit's default
+    codex_mode: Literal["app-server", "exec"] | None = None
     accounts: dict[str, AccountConfig] = msgspec.field(default_factory=dict)  # issue #30
 
     def __repr__(self) -> str:  # env may hold API keys: show names only

@@ -66,6 +66,9 @@ class ProviderSettings:
     sessions: bool = False  # the CLI's own session kept between turns (issue #25)
     session_ttl_s: float = 3600.0
     lockdown_check: bool = True  # the self-check before the CLI serves (issue #26)
+    #: Answer in threads of the CLI's long-lived model server (``codex_mode: "app-server"``,
+    #: issue #43) rather than a spawn per request.
+    app_server: bool = False
     #: Its logins in the order unbound keys try them: ``default`` first unless configured
     #: (then in file order). Always at least one.
     accounts: tuple[AccountSettings, ...] = (IMPLICIT_DEFAULT,)
@@ -159,6 +162,9 @@ class Settings:
             sessions=block.sessions if block.sessions is not None else spec.sessions,
             session_ttl_s=block.session_ttl_s,
             lockdown_check=block.lockdown_check,
+            app_server=spec.thread_servers is not None and (
+                block.codex_mode == "app-server" if block.codex_mode is not None
+                else spec.thread_servers_default),
             accounts=self._accounts(name, block),
         )
 

@@ -273,5 +273,7 @@ def _actor_stats(actor: ProviderActor) -> dict[str, Any]:
             "max_concurrent": stats.max_concurrent, "jobs_started": stats.jobs_started,
             "jobs_refused": stats.jobs_refused,
             "warm": dataclasses.asdict(stats.warm) if stats.warm is not None else None,
+            "app_server": dataclasses.asdict(stats.threads) if stats.threads is not None
+            else None,
             "lockdown": actor.admission.status() if actor.admission is not None else None,
             "login": actor.login.status() if actor.login is not None else None}

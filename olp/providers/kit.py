@@ -32,6 +32,7 @@ from ._adapter import BuildInvocation, ProviderAdapter
 from ._login_format import LoginFormat
 
 if TYPE_CHECKING:
+    from olp.actors._threads import ThreadServers
     from olp.actors._warm_units import WarmUnits
 
 SpecKind = Literal["cli", "http"]
@@ -162,6 +163,11 @@ class ProviderSpec:
     #: refreshes it and spawns get only its access token. ``None``: a key, or a login OLP
     #: leaves to the CLI (gemini: Google's refresh tokens can be reused).
     login: LoginFormat | None = None
+    #: The CLI's long-lived model server, one per login, a thread per request (codex
+    #: ``app-server``, issue #43; ``providers.<name>.codex_mode``), and whether it is used
+    #: when the config does not say.
+    thread_servers: Callable[[], ThreadServers] | None = None
+    thread_servers_default: bool = False
 
     def account_env(self, proxy_env: Mapping[str, str], home: Path | None) -> dict[str, str]:
         """The proxy's environment as one account's spawns see it: for an account with its

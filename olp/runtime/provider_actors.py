@@ -171,7 +171,8 @@ def build(settings: Settings, environ: Mapping[str, str], *,
             runtime.actors[slot] = ProviderActor(
                 slot, job_runner, max_concurrent=provider.max_concurrent,
                 pool=cli.pool if cli is not None else None, admission=report.gate,
-                login=cli.login if cli is not None else None)
+                login=cli.login if cli is not None else None,
+                threads=cli.threads if cli is not None else None)
         runtime.providers[name] = Provider(
             provider, running=True, credentials=report.credentials, metered=report.metered,
             problem="" if report.credentials else "no credentials",
@@ -264,7 +265,9 @@ def _cli_runners(name: str, provider: ProviderSettings, spec: kit.ProviderSpec |
             if provider.sessions and session_store is not None else None,
             account=account.name),
             warm=WarmSettings(size=provider.warm, ttl_s=provider.warm_ttl_s),
-            units=spec.warm_units() if spec.warm_units is not None else None, login=keeper)
+            units=spec.warm_units() if spec.warm_units is not None else None, login=keeper,
+            threads=spec.thread_servers() if spec.thread_servers is not None
+            and provider.app_server else None)
         missing = runner.preflight()
         expired = _expired(spec, runner) if missing is None else None
         # a login whose refresh was refused for good stays routed: its keeper skips its hops

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from olp.actors._deadline import Timeouts
+from olp.actors._threads import ThreadServers
 from olp.providers.kit import ProviderAdapter, ProviderSpec
 
 from . import _credentials
@@ -12,6 +13,13 @@ from ._invocation import build_invocation
 from ._login import LOGIN
 from ._parser import CodexParser
 from ._sessions import SESSIONS
+
+
+def _app_servers() -> ThreadServers:
+    from ._app_units import AppServers
+
+    return AppServers()
+
 
 SPEC = ProviderSpec(
     reasoning_out=True,
@@ -39,6 +47,10 @@ SPEC = ProviderSpec(
     # measured with the pinned codex (tests/fixtures/cli-reference/codex/sessions): a copied
     # rollout resumes from another home, one prompt_cache_key per thread
     sessions=True,
+    # one `codex app-server` per login streams token deltas (issue #43; ADR 0032); `exec`
+    # stays the default until the server serves every request shape (tools, resumed turns)
+    thread_servers=_app_servers,
+    thread_servers_default=False,
 )
 
 #: codex in ``exec --json`` mode: whole messages, usage from ``turn.completed``.

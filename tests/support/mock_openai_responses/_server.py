@@ -147,6 +147,9 @@ class MockResponses(RequestLog[Scenario]):
     ``set_scenario``, ``clear_requests`` as in ``mockhttp.RequestLog``."""
 
     SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "openai-api-key"})
+    #: Set by a test: a text answer's last delta waits for this event (a causal streaming
+    #: test releases it once its client has read the first delta).
+    hold_last_delta: trio.Event | None = None
 
     @property
     def base_url(self) -> str:
@@ -449,7 +452,12 @@ class _Server(Responder[MockResponses]):
                        content_index=0, part=part)
         texts: list[str] = []
 
+        last = len(deltas) - 1
+
         async def delta(text: str) -> None:
+            held = self.handle.hold_last_delta
+            if held is not None and len(texts) == last:
+                await held.wait()
             texts.append(text)
             await sse.send("response.output_text.delta", item_id=item_id, output_index=0,
                            content_index=0, delta=text, logprobs=[])
