@@ -410,3 +410,19 @@ def test_warm_for_a_provider_that_starts_no_process_says_why(home: Path) -> None
 def test_warm_must_be_a_small_count(home: Path, value: object) -> None:
     assert "providers.anthropic.warm" in _error(home, {"providers": {"anthropic": {
         "warm": value}}})
+
+
+# -- codex's mode (issue #43) ---------------------------------------------------------------
+
+
+def test_codex_mode_chooses_the_app_server_and_only_codex_takes_it(home: Path) -> None:
+    assert _settings(home, {}).provider("openai").app_server is False  # exec by default
+    chosen = _settings(home, {"providers": {"openai": {"codex_mode": "app-server"}}})
+    assert chosen.provider("openai").app_server is True
+    assert _settings(home, {"providers": {"openai": {"codex_mode": "exec"}}}).provider(
+        "openai").app_server is False
+    assert chosen.provider("anthropic").app_server is False
+    message = _error(home, {"providers": {"anthropic": {"codex_mode": "app-server"}}})
+    assert "providers.anthropic.codex_mode" in message and "only codex" in message
+    assert "providers.openai.codex_mode" in _error(home, {"providers": {"openai": {
+        "codex_mode": "server"}}})

@@ -1,0 +1,252 @@
+"""codex on its app-server under trio's MockClock: the codex runner with
+:class:`~olp.providers.codex._app_units.AppServers` and a spawner whose every process is the
+scripted fake of ``fake_codex_app_server``. Exact virtual times; every server ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+from fake_codex_app_server import AppSpawner, Script
+
+from olp.actors import CliConfig, CliRunner, LoginPass
+from olp.actors._warm_units import WarmStartError
+from olp.ir import (
+    ChatRequest,
+    Error,
+    Event,
+    Message,
+    QuotaReport,
+    Reasoning,
+    ReasoningDelta,
+    Stop,
+    TextDelta,
+    TextPart,
+    ToolSpec,
+    Usage,
+)
+from olp.providers.codex import ADAPTER
+from olp.providers.codex._app_units import AppServers
+from olp.providers.codex._invocation import TOOLS_OFF
+
+MODEL = "gpt-5.5"
+START = 0.7  # the fake's initialize
+DELAY = 0.25  # the fake's pace per delta
+
+
+def asked(text: str, **fields: object) -> ChatRequest:
+    return ChatRequest(model=MODEL, messages=(
+        Message(role="system", content=(TextPart(text="Be terse."),)),
+        Message(role="user", content=(TextPart(text=text),))), **fields)  # type: ignore[arg-type]
+
+
+def make_runner(tmp_path: Path, spawner: AppSpawner, **servers: float) -> CliRunner:
+    home = tmp_path / "realhome"
+    home.mkdir(exist_ok=True)
+    return CliRunner(ADAPTER, spawner,  # type: ignore[arg-type]
+                     CliConfig(binary="/opt/codex/bin/codex", env={"OPENAI_API_KEY": "k"},
+                               real_home=home, proxy_env={"PATH": "/usr/bin"}),
+                     threads=AppServers(**servers))  # type: ignore[arg-type]
+
+
+class Timed:
+    """An emit that keeps each event with its virtual time since ``t0``."""
+
+    def __init__(self) -> None:
+        self.t0 = trio.current_time()
+        self.events: list[tuple[float, Event]] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append((round(trio.current_time() - self.t0, 6), event))
+
+    def of(self, kind: type) -> list[tuple[float, Event]]:
+        return [(t, e) for t, e in self.events if isinstance(e, kind)]
+
+
+async def answer(runner: CliRunner, request: ChatRequest) -> Timed:
+    timed = Timed()
+    await runner.run(request, MODEL, timed)
+    return timed
+
+
+async def serving(nursery: trio.Nursery, runner: CliRunner) -> AppServers:
+    assert isinstance(runner.threads, AppServers)
+    await nursery.start(runner.threads.serve)
+    return runner.threads
+
+
+async def test_deltas_stream_as_they_come_and_one_server_answers_in_fresh_threads(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner()
+    runner = make_runner(tmp_path, spawner)
+    servers = await serving(nursery, runner)
+    first = await answer(runner, asked("one"))
+    assert [(t, e.text) for t, e in first.of(TextDelta)] == [  # type: ignore[attr-defined]
+        (START + DELAY, "Hello"), (START + 2 * DELAY, " from"), (START + 3 * DELAY, " codex.")]
+    assert [e for _, e in first.of(Usage)] == [Usage(prompt_tokens=25, completion_tokens=7,
+                                                     cached_tokens=5, reasoning_tokens=2)]
+    assert [e for _, e in first.of(QuotaReport)] == [
+        QuotaReport(window="five_hour", status="allowed", utilization=0.42, resets_at=1000),
+        QuotaReport(window="seven_day", status="allowed", utilization=0.13, resets_at=2000)]
+    assert isinstance(first.events[-1][1], Stop)
+    second = await answer(runner, asked("two"))  # the server is up: no start-up this time
+    assert [t for t, _ in second.of(TextDelta)] == [DELAY, 2 * DELAY, 3 * DELAY]
+    [spec] = spawner.specs
+    assert spec.argv[:2] == ["/opt/codex/bin/codex", "app-server"] and spec.stdin is None
+    assert all(flag in spec.argv for flag in TOOLS_OFF)
+    assert spec.env["OPENAI_API_KEY"] == "k"
+    fake = spawner.fakes[0]
+    starts = [m["params"] for m in fake.received if m.get("method") == "thread/start"]
+    assert [(p["model"], p["ephemeral"], p["approvalPolicy"], p["sandbox"]) for p in starts] \
+        == [(MODEL, True, "never", "read-only")] * 2
+    assert starts[0]["cwd"] != starts[1]["cwd"]  # a fresh directory per thread
+    turns = [m["params"] for m in fake.received if m.get("method") == "turn/start"]
+    text = turns[1]["input"][0]["text"]
+    assert text.startswith("System instructions:\nBe terse.") and "two" in text
+    assert "one" not in text
+    await trio.sleep(0.1)
+    assert fake.threads == set()  # both threads unsubscribed
+    stats = servers.statistics()
+    assert (stats.running, stats.threads, stats.started, stats.served) == (True, 0, 1, 2)
+
+
+async def test_reasoning_effort_summary_and_schema_ride_on_the_turn(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(reasoning=("Thinking", " hard"), deltas=('{"a": 1}',))])
+    runner = make_runner(tmp_path, spawner)
+    await serving(nursery, runner)
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}}}
+    timed = await answer(runner, asked("json please", reasoning=Reasoning(
+        effort="high", show=True), response_format={
+            "type": "json_schema", "json_schema": {"name": "x", "strict": True,
+                                                   "schema": schema}}))
+    assert "".join(e.text for _, e in timed.of(ReasoningDelta)) == \
+        "Thinking\n\n hard"  # type: ignore[attr-defined]
+    [turn] = [m["params"] for m in spawner.fakes[0].received if m.get("method") == "turn/start"]
+    assert (turn["effort"], turn["summary"], turn["outputSchema"]) == ("high", "auto", schema)
+
+
+async def test_a_request_with_tools_is_not_served_in_a_thread(tmp_path: Path) -> None:
+    runner = make_runner(tmp_path, AppSpawner())
+    assert runner.threads is not None
+    tool = ToolSpec(name="get_weather", description="", parameters={"type": "object"})
+    assert not runner.threads.serves(asked("weather?", tools=(tool,)))
+    assert runner.threads.serves(asked("hello"))
+
+
+async def test_a_server_that_dies_mid_turn_fails_it_and_the_next_request_restarts_one(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(stall=True)])
+    runner = make_runner(tmp_path, spawner)
+    servers = await serving(nursery, runner)
+    async with trio.open_nursery() as inner:
+        result: list[Timed] = []
+
+        async def one() -> None:
+            result.append(await answer(runner, asked("one")))
+
+        inner.start_soon(one)
+        await trio.sleep(START + 4 * DELAY)
+        spawner.fakes[0].exit(-9)
+    [timed] = result
+    end = timed.events[-1]
+    assert isinstance(end[1], Error) and end[1].code == "CLI_FAILED"
+    assert end[0] == START + 4 * DELAY  # at once, not at a deadline
+    again = await answer(runner, asked("two"))
+    assert isinstance(again.events[-1][1], Stop)
+    assert again.of(TextDelta)[0][0] == START + DELAY  # a fresh server started
+    assert len(spawner.fakes) == 2 and spawner.alive == 1
+    assert servers.statistics().started == 2
+
+
+async def test_a_cancelled_job_interrupts_its_turn_and_leaves_no_thread(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(stall=True)])
+    runner = make_runner(tmp_path, spawner)
+    servers = await serving(nursery, runner)
+    with trio.move_on_after(START + 2 * DELAY):  # the client went away mid-answer
+        await answer(runner, asked("one"))
+    await trio.sleep(0.1)
+    fake = spawner.fakes[0]
+    assert fake.methods()[-2:] == ["turn/interrupt", "thread/unsubscribe"], fake.methods()
+    assert fake.threads == set() and servers.statistics().threads == 0
+    assert fake.returncode is None  # the server stays up for the next request
+
+
+async def test_a_new_login_token_retires_the_server_once_its_turns_are_done(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(deltas=("a", "b", "c", "d"))])
+    runner = make_runner(tmp_path, spawner)
+    servers = await serving(nursery, runner)
+    async with trio.open_nursery() as inner:
+        done: list[Timed] = []
+
+        async def in_thread(generation: int, text: str) -> None:
+            timed = Timed()
+            async with servers.open(runner, asked(text), MODEL,
+                                    LoginPass(generation=generation)) as unit:
+                done.append(timed)
+                end = await runner._answer_warm(asked(text), MODEL, unit, timed)
+                assert end is not None
+                await timed(end)
+
+        inner.start_soon(in_thread, 1, "old")
+        await trio.sleep(START + DELAY)
+        servers.renew()  # the keeper took a new token
+        inner.start_soon(in_thread, 2, "new")
+        await trio.sleep(START)
+        assert len(spawner.fakes) == 2 and spawner.alive == 2  # the old one drains
+    assert [isinstance(t.events[-1][1], Stop) for t in done] == [True, True]
+    await trio.sleep(0.1)
+    assert spawner.fakes[0].returncode is not None and spawner.fakes[1].returncode is None
+    assert servers.statistics().started == 2
+
+
+async def test_a_server_is_replaced_after_its_threads_and_ends_when_idle(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner()
+    runner = make_runner(tmp_path, spawner, idle_s=60.0, threads_per_server=2)
+    servers = await serving(nursery, runner)
+    for text in ("one", "two", "three"):
+        await answer(runner, asked(text))
+    await trio.sleep(0.1)
+    assert len(spawner.fakes) == 2 and spawner.alive == 1
+    t0 = trio.current_time()
+    while spawner.alive:  # noqa: ASYNC110 - virtual time
+        await trio.sleep(1)
+    assert trio.current_time() - t0 == pytest.approx(60.0, abs=1.0)
+    assert servers.statistics().running is False
+
+
+async def test_codex_s_requests_to_the_client_are_refused_not_left_hanging(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(ask="item/commandExecution/requestApproval")])
+    runner = make_runner(tmp_path, spawner)
+    await serving(nursery, runner)
+    timed = await answer(runner, asked("one"))
+    assert isinstance(timed.events[-1][1], Stop)
+    [reply] = spawner.fakes[0].answers
+    assert reply["id"] == 900 and reply["error"]["code"] == -32601
+
+
+async def test_a_server_that_cannot_start_backs_off(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner(fail=2)
+    runner = make_runner(tmp_path, spawner)
+    servers = await serving(nursery, runner)
+    for _ in range(2):
+        with pytest.raises(WarmStartError):
+            async with servers.open(runner, asked("one"), MODEL, None):
+                pass
+    assert len(spawner.fakes) == 1  # the second attempt came within the back-off
+    await trio.sleep(1.0)
+    with pytest.raises(WarmStartError):
+        async with servers.open(runner, asked("one"), MODEL, None):
+            pass
+    await trio.sleep(2.0)  # the back-off doubled
+    async with servers.open(runner, asked("one"), MODEL, None) as unit:
+        assert unit.process.running()
+    assert len(spawner.fakes) == 3
