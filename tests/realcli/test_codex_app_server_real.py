@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 import trio
-from mock_openai_responses import MockResponses
+from mock_openai_responses import MockResponses, offered_tools
 from olp_harness import descendants, in_thread, real_cli, run_proxy, wait_until
 from test_codex_rate_limits import snapshot_headers
 from test_proxy_real_codex import KEY, codex_config_toml, proxy_env, start
@@ -206,3 +206,49 @@ async def test_a_client_that_disconnects_leaves_no_thread_and_no_turn(
             servers = app_servers(proxy.process.pid)
     assert server["threads"] == 0 and server["running"], server
     assert servers, "the server itself stays up for the next request"
+
+
+TOOLS: list[Any] = [{"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather for a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}]
+
+
+async def test_parallel_tool_calls_come_back_in_one_turn_and_the_results_are_answered(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    with trio.fail_after(HANG_GUARD_S):
+        mock = await start(nursery, "success")
+        async with run_proxy(tmp_path / "home", config(codex, mock),
+                             env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            ask: list[Any] = [{"role": "user",
+                               "content": "What is the weather in Paris and in Tokyo?"}]
+            first = await in_thread(lambda: client.chat.completions.create(
+                model=MODEL, messages=ask, tools=TOOLS))
+            choice = first.choices[0]
+            calls = choice.message.tool_calls or []
+            history = [*ask, choice.message.model_dump(exclude_none=True),
+                       *({"role": "tool", "tool_call_id": c.id, "content": f"Sunny in {n}"}
+                         for c, n in zip(calls, ("Paris", "Tokyo"), strict=False))]
+
+            def stream() -> str:
+                chunks = client.chat.completions.create(model=MODEL, messages=history,
+                                                        tools=TOOLS, stream=True)
+                return "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+
+            answer = await in_thread(stream)
+            single = await in_thread(lambda: client.chat.completions.create(
+                model=MODEL, messages=ask, tools=TOOLS, parallel_tool_calls=False))
+            server = health(proxy)["app_server"]
+    assert choice.finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [
+        ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Tokyo"})]
+    assert len({c.id for c in calls}) == 2
+    # the upstream saw only the client's tool: no built-in, no bridge
+    assert offered_tools(mock.requests[0]["body"]) == ["get_weather"]
+    # one model request per turn: codex never got an answer to its calls (interrupted)
+    assert mock.request_count == 3
+    assert "Sunny in Paris" in answer and "Sunny in Tokyo" in answer
+    assert len(single.choices[0].message.tool_calls or []) == 1
+    assert server["started"] == 1 and server["served"] == 3

@@ -8,6 +8,11 @@
   ``turn/completed``;
 * ``account/rateLimits/updated`` → a :class:`QuotaReport` per window with a figure
   (:func:`quota_reports`);
+* a request's tools (``dynamicTools``, with raw events on): each ``rawResponseItem/completed``
+  ``function_call`` is kept, and ``rawResponse/completed`` after any → one
+  :class:`ToolCallDelta` per call, the response's :class:`Usage` and at once the terminal
+  ``Stop(finish_reason="tool_calls")`` (the runner then interrupts the turn: codex's
+  ``item/tool/call`` requests are never answered, so the model is not asked again);
 * ``error`` with ``willRetry`` → :class:`Retrying`; without → remembered;
 * ``turn/completed`` → :class:`Stop` (``completed``) or the classified :class:`Error`
   (``failed``, ``interrupted``); the synthetic ``olp/turnStartFailed`` → its error;
@@ -26,7 +31,17 @@ from typing import Any, Final
 import msgspec
 
 from olp.failures import Code, failure
-from olp.ir import Error, Event, QuotaReport, ReasoningDelta, Retrying, Stop, TextDelta, Usage
+from olp.ir import (
+    Error,
+    Event,
+    QuotaReport,
+    ReasoningDelta,
+    Retrying,
+    Stop,
+    TextDelta,
+    ToolCallDelta,
+    Usage,
+)
 
 from ._app_thread import KILLED, TURN_START_FAILED
 from ._classify import category_of, classify, read_failure
@@ -81,8 +96,17 @@ class _RateLimits(msgspec.Struct):
     rateLimitReachedType: Any = None  # noqa: N815
 
 
+class _RawItem(msgspec.Struct):
+    type: str = ""
+    name: Any = None
+    arguments: Any = None
+    call_id: Any = None
+
+
 class _Params(msgspec.Struct):
     itemId: str | None = None  # noqa: N815
+    item: _RawItem | None = None
+    usage: _Breakdown | None = None
     delta: str | None = None
     summaryIndex: int | None = None  # noqa: N815
     turn: _Turn | None = None
@@ -109,6 +133,7 @@ class CodexAppParser:
     def __init__(self, *, now: Callable[[], float] = time.time,
                  tz: tzinfo | None = None) -> None:
         self._now = now
+        self._calls: list[_RawItem] = []
         self._tz = tz
         self._terminal: Error | Stop | None = None
         self._usage: Usage | None = None
@@ -133,6 +158,12 @@ class CodexAppParser:
             return self._text(params)
         if method == "item/reasoning/summaryTextDelta":
             return self._reasoning(params)
+        if method == "rawResponseItem/completed" and params.item is not None \
+                and params.item.type == "function_call" and isinstance(params.item.name, str):
+            self._calls.append(params.item)
+            return ()
+        if method == "rawResponse/completed" and self._calls:
+            return self._tool_calls(params.usage)
         if method == "thread/tokenUsage/updated":
             self._usage = _usage(params.tokenUsage)
             return ()
@@ -184,6 +215,21 @@ class CodexAppParser:
             text = MESSAGE_SEPARATOR + text
         self._reasoning_at = at
         return (ReasoningDelta(text=text),)
+
+    def _tool_calls(self, usage: _Breakdown | None) -> Sequence[Event]:
+        calls = self._calls
+        events: list[Event] = [
+            ToolCallDelta(index=i, id=call.call_id if isinstance(call.call_id, str) else None,
+                          name=call.name, arguments=call.arguments
+                          if isinstance(call.arguments, str) and call.arguments.strip()
+                          else "{}")
+            for i, call in enumerate(calls)]
+        spent = _usage(_TokenUsage(last=usage))
+        if spent is not None:
+            events.append(spent)
+        self._terminal = Stop(finish_reason="tool_calls")
+        events.append(self._terminal)
+        return events
 
     def _error(self, error: _TurnError, will_retry: bool) -> Sequence[Event]:
         if not will_retry:

@@ -6,8 +6,12 @@ open stdin (``SpawnSpec(stdin=None)``): JSON-RPC in newline-delimited JSON over 
 :class:`~._app_thread.AppThread` is that request's conversation, read by the runner exactly
 like a :class:`~olp.actors._process.CliProcess`. The rules OLP keeps:
 
-* every server→client request (an approval, ``item/tool/requestUserInput``, a token refresh,
-  ``item/tool/call``) is refused with ``-32601`` and logged, never left unanswered;
+* every server→client request (an approval, ``item/tool/requestUserInput``, a token refresh)
+  is refused with ``-32601`` and logged, never left unanswered; the one exception is
+  ``item/tool/call`` on a thread started with the request's tools (``dynamicTools``): that is
+  the model calling the client's tool, which OLP returns to the client as ``tool_calls`` and
+  ends the turn with ``turn/interrupt`` (codex then fails the call itself; answering it would
+  let the model go on, a second billed request);
 * a thread takes one turn and is unsubscribed once it is over; notifications after that are
   dropped;
 * a killed thread gets ``turn/interrupt`` and ends as killed after :data:`CANCEL_GRACE_S`;
@@ -44,6 +48,8 @@ CANCEL_GRACE_S: Final = 5.0
 WRITE_TIMEOUT_S: Final = 10.0
 #: The notification that carries the login's usage windows (it names no thread).
 RATE_LIMITS: Final = "account/rateLimits/updated"
+#: codex asking the client to run one of the request's tools (``dynamicTools``).
+TOOL_CALL: Final = "item/tool/call"
 
 
 class AppServerError(Exception):
@@ -262,7 +268,13 @@ class AppServer:
             return
         method = message.get("method")
         if isinstance(method, str) and "id" in message:
-            self._refuse(message["id"], method)
+            params = message.get("params")
+            thread_id = params.get("threadId") if isinstance(params, dict) else None
+            asker = self._threads.get(thread_id) if isinstance(thread_id, str) else None
+            if method == TOOL_CALL and asker is not None and asker.takes_tool_calls:
+                asker._deliver(line, method)  # the client's tool: never answered (see above)
+            else:
+                self._refuse(message["id"], method)
         elif isinstance(method, str):
             params = message.get("params")
             if method == RATE_LIMITS:

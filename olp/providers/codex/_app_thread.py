@@ -48,6 +48,8 @@ class AppThread:
         self.thread_id = thread_id
         self.turn_id: str | None = None
         self.turn_params: Mapping[str, Any] = {}
+        #: Started with the request's tools: codex's ``item/tool/call`` reaches the parser.
+        self.takes_tool_calls = False
         self._stderr_tail = stderr_tail
         self._send, self._recv = trio.open_memory_channel[bytes](math.inf)
         # Unbounded on purpose: the server's one reader must never wait on one thread's

@@ -16,9 +16,9 @@ after :data:`THREADS_PER_SERVER` threads (its memory grows ~0.7 MB per thread, m
 it ends after ``idle_s`` without a thread. A server that fails to start makes the next
 requests fall back to ``codex exec`` for a back-off (1 s doubling to 60 s).
 
-Requests with tools stay on ``codex exec`` (OLP's MCP bridge is a per-spawn server), and so do
-turns that resume a kept session (``codex exec resume``). Why:
-``docs/adr/0032-codex-app-server.md``.
+A request's tools are the thread's ``dynamicTools`` (no MCP bridge): the model's calls come
+back as ``tool_calls``, several per turn and in parallel. Turns that resume a kept session stay
+on ``codex exec resume``. Why: ``docs/adr/0032-codex-app-server.md``.
 
 Blocking: :meth:`AppServers.open` waits for a server to start (~0.7 s measured, bounded by
 :data:`START_TIMEOUT_S`). Cancellation interrupts the thread's turn; cancelling
@@ -34,7 +34,7 @@ import json
 import logging
 import math
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -48,7 +48,7 @@ from olp.actors._run_dir import job_dir
 from olp.actors._threads import ThreadServerStatistics
 from olp.actors._toolbridge import offered_tools
 from olp.actors._warm_units import WarmProcess, WarmStartError
-from olp.ir import ChatRequest, Reasoning
+from olp.ir import ChatRequest, Reasoning, ToolSpec
 
 from ._app_parser import CodexAppParser
 from ._app_server import AppServer, AppServerError, AppServerGone
@@ -63,6 +63,7 @@ __all__ = ["START_TIMEOUT_S", "THREADS_PER_SERVER", "AppServers", "server_argv",
 
 log = logging.getLogger("olp.providers.codex")
 
+_EMPTY_SCHEMA: Final = {"type": "object", "properties": {}}
 #: Threads one server makes before a fresh server takes over (memory grows per thread).
 THREADS_PER_SERVER: Final = 100
 #: How long a server may take to answer ``initialize`` (~0.7 s measured).
@@ -81,10 +82,20 @@ def server_argv(binary: str, workdir: Path, extra_args: tuple[str, ...] | list[s
     return [binary, "app-server", *TOOLS_OFF, "-c", catalog, *extra_args]
 
 
-def thread_params(model: str, cwd: Path) -> dict[str, Any]:
-    """``thread/start`` for one request: ephemeral, never asking, read-only."""
-    return {"model": model, "cwd": str(cwd), "ephemeral": True, "approvalPolicy": "never",
-            "sandbox": "read-only"}
+def thread_params(model: str, cwd: Path, tools: Sequence[ToolSpec] = ()) -> dict[str, Any]:
+    """``thread/start`` for one request: ephemeral, never asking, read-only; the request's
+    tools as ``dynamicTools``, with raw events on (``rawResponse/completed`` says when the
+    model's calls are all known: measured, ``tests/fixtures/cli-reference/codex/app_server/
+    dynamic_tools.py``)."""
+    params: dict[str, Any] = {"model": model, "cwd": str(cwd), "ephemeral": True,
+                              "approvalPolicy": "never", "sandbox": "read-only"}
+    if tools:
+        params["dynamicTools"] = [
+            {"type": "function", "name": t.name, "description": t.description or "",
+             "inputSchema": t.parameters if t.parameters is not None else _EMPTY_SCHEMA}
+            for t in tools]
+        params["experimentalRawEvents"] = True
+    return params
 
 
 def turn_params(reasoning: Reasoning | None, invocation: Invocation, cwd: Path
@@ -149,8 +160,9 @@ class AppServers:
     # -- ThreadServers -----------------------------------------------------------------
 
     def serves(self, request: ChatRequest) -> bool:
-        """Every request without tools (tools go through OLP's bridge, on ``exec``)."""
-        return not offered_tools(request)
+        """Every request (a turn that resumes a kept session is the runner's to send to
+        ``codex exec``)."""
+        return True
 
     def renew(self) -> None:
         """Retire the running server (it holds an older login token)."""
@@ -198,11 +210,13 @@ class AppServers:
                 extra_args=runner.config.extra_args)
             for name, data in invocation.binary_files.items():
                 (workdir / name).write_bytes(data)
+            tools = offered_tools(request)
             try:
-                thread = await server.app.start_thread(thread_params(model, seen))
+                thread = await server.app.start_thread(thread_params(model, seen, tools))
             except (AppServerError, AppServerGone) as exc:
                 raise WarmStartError(f"codex app-server gave no thread: {exc}") from exc
             thread.turn_params = turn_params(request.reasoning, invocation, seen)
+            thread.takes_tool_calls = bool(tools)
             self._served += 1
             try:
                 yield WarmProcess(thread, workdir, runner.spawn_identity(request, model, seen),

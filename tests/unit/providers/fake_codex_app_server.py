@@ -31,6 +31,7 @@ class Script:
     stall: bool = False
     ask: str | None = None
     reasoning: tuple[str, ...] = ()
+    calls: tuple[str, ...] = ()  # get_weather calls (their cities), after the deltas
 
 
 @dataclass(eq=False)
@@ -147,7 +148,20 @@ class FakeAppServer:
                 break
             self.emit({"method": "item/agentMessage/delta",
                        "params": {**base, "itemId": "msg_1", "delta": text}})
-        if script.stall or interrupted.is_set():
+        for i, city in enumerate(script.calls):
+            await trio.sleep(script.delay)
+            arguments = json.dumps({"city": city})
+            self.emit({"method": "rawResponseItem/completed", "params": {**base, "item": {
+                "type": "function_call", "name": "get_weather", "arguments": arguments,
+                "call_id": f"call_{i}"}}})
+            self.emit({"id": 800 + i, "method": "item/tool/call", "params": {
+                **base, "callId": f"call_{i}", "tool": "get_weather",
+                "arguments": {"city": city}}})
+        if script.calls:
+            self.emit({"method": "rawResponse/completed", "params": {**base, "usage": {
+                "inputTokens": 30, "cachedInputTokens": 0, "outputTokens": 9,
+                "reasoningOutputTokens": 0, "totalTokens": 39}}})
+        if script.stall or script.calls or interrupted.is_set():
             await interrupted.wait()
             self.emit({"method": "turn/completed", "params": {"threadId": thread, "turn": {
                 "id": turn, "status": "interrupted", "items": [], "error": None}}})

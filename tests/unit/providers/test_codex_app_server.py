@@ -25,6 +25,7 @@ from olp.ir import (
     Stop,
     TextDelta,
     TextPart,
+    ToolCallDelta,
     ToolSpec,
     Usage,
 )
@@ -129,12 +130,30 @@ async def test_reasoning_effort_summary_and_schema_ride_on_the_turn(
     assert (turn["effort"], turn["summary"], turn["outputSchema"]) == ("high", "auto", schema)
 
 
-async def test_a_request_with_tools_is_not_served_in_a_thread(tmp_path: Path) -> None:
-    runner = make_runner(tmp_path, AppSpawner())
-    assert runner.threads is not None
-    tool = ToolSpec(name="get_weather", description="", parameters={"type": "object"})
-    assert not runner.threads.serves(asked("weather?", tools=(tool,)))
-    assert runner.threads.serves(asked("hello"))
+async def test_the_request_s_tools_are_the_thread_s_and_its_calls_end_the_turn(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner([Script(deltas=("Checking.",), calls=("Paris", "Tokyo"))])
+    runner = make_runner(tmp_path, spawner)
+    await serving(nursery, runner)
+    tool = ToolSpec(name="get_weather", description="Weather.",
+                    parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+    timed = await answer(runner, asked("weather?", tools=(tool,)))
+    calls = [e for _, e in timed.of(ToolCallDelta)]
+    assert [(c.index, c.id, c.name) for c in calls if c.name] == [
+        (0, "call_0", "get_weather"), (1, "call_1", "get_weather")]
+    assert "".join(c.arguments for c in calls if c.index == 1) == '{"city": "Tokyo"}'
+    end = timed.events[-1]
+    assert isinstance(end[1], Stop) and end[1].finish_reason == "tool_calls"
+    assert end[0] == START + 3 * DELAY  # as soon as the response is complete
+    await trio.sleep(0.1)
+    fake = spawner.fakes[0]
+    [start] = [m["params"] for m in fake.received if m.get("method") == "thread/start"]
+    assert start["dynamicTools"] == [{"type": "function", "name": "get_weather",
+                                      "description": "Weather.",
+                                      "inputSchema": tool.parameters}]
+    assert start["experimentalRawEvents"] is True
+    assert fake.methods()[-2:] == ["turn/interrupt", "thread/unsubscribe"]
+    assert fake.answers == []  # codex's tool calls are never answered: no second request
 
 
 async def test_a_server_that_dies_mid_turn_fails_it_and_the_next_request_restarts_one(
