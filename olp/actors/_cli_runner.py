@@ -131,6 +131,9 @@ class CliRunner:
     async def holds_session(self, request: ChatRequest, model: str, owner: str) -> bool:
         """Whether this runner keeps a session ``request`` continues (reads the store)."""
         kept = self.sessions
+        if kept is not None and self.threads is not None \
+                and self.threads.holds(request, f"{owner}|{self.slot}|{model}"):
+            return True
         return kept is not None and await holds_session(
             kept[0], request, provider=self.slot, model=model, owner=owner)
 
@@ -313,8 +316,12 @@ class CliRunner:
         had or it could not take the request (nothing was sent: the caller spawns the CLI)."""
         assert self.threads is not None
         try:
-            async with self.threads.open(self, request, model, login_pass) as unit:
-                return await self._answer_warm(request, model, unit, emit, turn, login_pass)
+            async with self.threads.open(self, request, model, login_pass, turn) as unit:
+                terminal = await self._answer_warm(request, model, unit, emit, turn,
+                                                   login_pass)
+                if terminal is not None and unit.finished is not None:
+                    unit.finished(terminal)
+                return terminal
         except CapabilityMissing as exc:
             return failure(Code.CAPABILITY, str(exc), status=400)
         except WarmStartError as exc:
@@ -440,7 +447,10 @@ class CliRunner:
                             # call first: it is blocked on tools/call meanwhile.
                             if settle is not None:
                                 await settle()
-                            proc.kill()
+                            # (A server's thread kept for the client's results is
+                            # not: the thread's owner ends or keeps it.)
+                            if not getattr(proc, "holds_tool_calls", False):
+                                proc.kill()
                         return event
                     if is_content(event):
                         clock.content()

@@ -125,11 +125,14 @@ class Turn:
     calls: dict[int, list[str]] = field(default_factory=dict)  # index -> [id, name, args]
     called_tools: bool = False
     content: bool = False
+    #: Continued in a thread a long-lived server kept (``olp/actors/_threads.py``): the
+    #: session lives there, not in the store.
+    continued: bool = False
 
     @property
     def state(self) -> str:
         """``X-OLP-Session``: ``resumed``, ``new`` or ``evicted:<why>``."""
-        if self.stored is not None:
+        if self.stored is not None or self.continued:
             return "resumed"
         return f"evicted:{self.evicted}" if self.evicted else "new"
 

@@ -22,6 +22,7 @@ from ._warm_units import WarmProcess
 
 if TYPE_CHECKING:
     from ._cli_runner import CliRunner
+    from ._sessions import Turn
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,12 +46,20 @@ class ThreadServers(Protocol):
         ...
 
     def open(self, runner: CliRunner, request: ChatRequest, model: str,
-             login_pass: LoginPass | None,
+             login_pass: LoginPass | None, turn: Turn | None = None,
              ) -> contextlib.AbstractAsyncContextManager[WarmProcess]:
         """A thread for ``request``, read like a warm process. Entering blocks while a server
         starts (bounded); raises :class:`~._warm_units.WarmStartError` when none can start,
-        :class:`~._adapter.CapabilityMissing` for a request it cannot take. Leaving ends the
-        thread (a turn still running is interrupted)."""
+        :class:`~._adapter.CapabilityMissing` for a request it cannot take. With a ``turn``
+        (kept sessions on), a thread kept after this conversation's last answer is continued
+        with only the new turns (``turn.continued``), and a clean answer's thread is kept for
+        the next turn; otherwise leaving ends the thread (a turn still running is
+        interrupted)."""
+        ...
+
+    def holds(self, request: ChatRequest, scope: str) -> bool:
+        """Whether a thread kept for ``request``'s conversation (``scope``: as a kept
+        session's) can continue it. Sync."""
         ...
 
     def renew(self) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-from olp.ir import ChatRequest
+from olp.ir import ChatRequest, Event
 
 from ._adapter import LineParser
 from ._process import CliProcess
@@ -28,7 +28,9 @@ class WarmProcess:
     it (``seen_workdir``, when that is not ``workdir``: inside the sandbox); ``parser`` makes
     the parser that reads it when that is not the adapter's (a session of a long-lived
     server); ``login_generation`` the generation of the login pass it was started with
-    (``None``: none), so that a process holding an older token never serves."""
+    (``None``: none), so that a process holding an older token never serves; ``finished``,
+    when given, is told the job's terminal event before the unit is given back (a thread of a
+    long-lived server may then be kept for the conversation's next turn)."""
 
     process: CliProcess
     workdir: Path
@@ -36,6 +38,7 @@ class WarmProcess:
     parser: Callable[[], LineParser] | None = None
     seen_workdir: Path | None = None
     login_generation: int | None = None
+    finished: Callable[[Event], None] | None = None
 
     def running(self) -> bool:
         return self.process.running()

@@ -252,3 +252,67 @@ async def test_parallel_tool_calls_come_back_in_one_turn_and_the_results_are_ans
     assert "Sunny in Paris" in answer and "Sunny in Tokyo" in answer
     assert len(single.choices[0].message.tool_calls or []) == 1
     assert server["started"] == 1 and server["served"] == 3
+
+
+async def test_a_conversation_continues_in_its_kept_thread_with_only_the_new_turns(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    with trio.fail_after(HANG_GUARD_S):
+        mock = await start(nursery, "success")
+        async with run_proxy(tmp_path / "home", config(codex, mock),
+                             env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            history: list[Any] = [{"role": "system", "content": "You are terse."},
+                                  {"role": "user", "content": "FIRST-MARKER hello"}]
+            states = []
+            for text in ("SECOND-MARKER more", "THIRD-MARKER and more"):
+                sent = list(history)
+                raw = await in_thread(lambda: client.chat.completions.with_raw_response
+                                      .create(model=MODEL, messages=sent))  # noqa: B023
+                states.append(raw.headers["x-olp-session"])
+                history += [{"role": "assistant",
+                             "content": raw.parse().choices[0].message.content},
+                            {"role": "user", "content": text}]
+            raw = await in_thread(lambda: client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=history))
+            states.append(raw.headers["x-olp-session"])
+            server = health(proxy)["app_server"]
+    assert states == ["new", "resumed", "resumed"]
+    bodies = [r["body"] for r in mock.requests]
+    assert len({b["prompt_cache_key"] for b in bodies}) == 1  # one codex thread throughout
+    last_users = [[c["text"] for m in b["input"] if m.get("role") == "user"
+                   for c in m["content"]][-1] for b in bodies]
+    # each turn sent only its new user text; the thread held the rest
+    assert last_users[1] == "SECOND-MARKER more" and last_users[2] == "THIRD-MARKER and more"
+    assert sum("FIRST-MARKER" in json.dumps(m) for m in bodies[2]["input"]) == 1
+    assert server["served"] == 3 and server["started"] == 1
+
+
+async def test_a_tool_loop_goes_on_in_the_turn_codex_paused(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    with trio.fail_after(HANG_GUARD_S):
+        mock = await start(nursery, "success")
+        async with run_proxy(tmp_path / "home", config(codex, mock),
+                             env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            ask: list[Any] = [{"role": "user",
+                               "content": "What is the weather in Paris and in Tokyo?"}]
+            first = await in_thread(lambda: client.chat.completions.create(
+                model=MODEL, messages=ask, tools=TOOLS))
+            message = first.choices[0].message
+            calls = message.tool_calls or []
+            history = [*ask, message.model_dump(exclude_none=True),
+                       *({"role": "tool", "tool_call_id": c.id, "content": f"Sunny in {n}"}
+                         for c, n in zip(calls, ("Paris", "Tokyo"), strict=False))]
+            raw = await in_thread(lambda: client.chat.completions.with_raw_response.create(
+                model=MODEL, messages=history, tools=TOOLS))
+            answer = raw.parse().choices[0].message.content or ""
+    assert len(calls) == 2 and raw.headers["x-olp-session"] == "resumed"
+    assert "Sunny in Paris" in answer and "Sunny in Tokyo" in answer
+    assert mock.request_count == 2
+    second = mock.requests[1]["body"]
+    # codex's own loop went on: the results as function_call_output of its calls, once each
+    outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
+    assert [o["output"] for o in outputs] == ["Sunny in Paris", "Sunny in Tokyo"]
+    assert second["prompt_cache_key"] == mock.requests[0]["body"]["prompt_cache_key"]

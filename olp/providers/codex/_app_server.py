@@ -12,8 +12,10 @@ like a :class:`~olp.actors._process.CliProcess`. The rules OLP keeps:
   the model calling the client's tool, which OLP returns to the client as ``tool_calls`` and
   ends the turn with ``turn/interrupt`` (codex then fails the call itself; answering it would
   let the model go on, a second billed request);
-* a thread takes one turn and is unsubscribed once it is over; notifications after that are
-  dropped;
+* a thread takes one turn per job; between jobs it is either kept for its conversation's
+  next turn (its owner's choice, ``_app_units``) or closed: unsubscribed, after
+  ``turn/interrupt`` when its turn is still running or paused on the client's tools;
+  notifications no job reads are dropped;
 * a killed thread gets ``turn/interrupt`` and ends as killed after :data:`CANCEL_GRACE_S`;
 * ``account/rateLimits/updated`` (which names no thread) goes to every thread in a turn;
 * prompt text is never logged (method names, thread ids and error codes are).
@@ -271,8 +273,10 @@ class AppServer:
             params = message.get("params")
             thread_id = params.get("threadId") if isinstance(params, dict) else None
             asker = self._threads.get(thread_id) if isinstance(thread_id, str) else None
-            if method == TOOL_CALL and asker is not None and asker.takes_tool_calls:
-                asker._deliver(line, method)  # the client's tool: never answered (see above)
+            if method == TOOL_CALL and asker is not None and asker.takes_tool_calls \
+                    and isinstance(params, dict):
+                asker._ask(params.get("callId"), message["id"])  # the client's tool: see above
+                asker._deliver(line, method)
             else:
                 self._refuse(message["id"], method)
         elif isinstance(method, str):
@@ -328,11 +332,20 @@ class AppServer:
 
     # -- thread housekeeping (called by AppThread) -------------------------------------
 
-    def _thread_over(self, thread: AppThread) -> None:
-        """A thread's turn is over (or it was never used): forget it and unsubscribe."""
-        if self._threads.pop(thread.thread_id, None) is not None:
-            self._spawn(self._call_quietly, "thread/unsubscribe",
-                        {"threadId": thread.thread_id})
+    def _release(self, thread: AppThread) -> None:
+        """Forget a thread for good: interrupt a turn still paused on the client's tools,
+        then unsubscribe it."""
+        if self._threads.pop(thread.thread_id, None) is None:
+            return
+        paused = thread.turn_id if thread.asked else None
+        thread.asked = {}
+        self._spawn(self._unsubscribe, thread.thread_id, paused)
+
+    async def _unsubscribe(self, thread_id: str, paused_turn: str | None) -> None:
+        if paused_turn is not None:
+            await self._call_quietly("turn/interrupt", {"threadId": thread_id,
+                                                        "turnId": paused_turn})
+        await self._call_quietly("thread/unsubscribe", {"threadId": thread_id})
 
     async def _interrupt(self, thread: AppThread) -> None:
         """``turn/interrupt`` once the turn has started, then end the thread as killed if

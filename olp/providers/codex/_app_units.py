@@ -48,15 +48,18 @@ from olp.actors._run_dir import job_dir
 from olp.actors._threads import ThreadServerStatistics
 from olp.actors._toolbridge import offered_tools
 from olp.actors._warm_units import WarmProcess, WarmStartError
-from olp.ir import ChatRequest, Reasoning, ToolSpec
+from olp.ir import ChatRequest, Event, Reasoning, Stop, ToolSpec
+from olp.ir._conversation import continuation, resume_points
 
 from ._app_parser import CodexAppParser
 from ._app_server import AppServer, AppServerError, AppServerGone
+from ._app_thread import AppThread
 from ._invocation import CATALOG_FILE, EFFORT_LEVELS, SCHEMA_FILE, SUMMARIES, TOOLS_OFF
 
 if TYPE_CHECKING:
     from olp.actors._adapter import Invocation
     from olp.actors._cli_runner import CliRunner
+    from olp.actors._sessions import Turn
 
 __all__ = ["START_TIMEOUT_S", "THREADS_PER_SERVER", "AppServers", "server_argv",
            "thread_params", "turn_params"]
@@ -68,8 +71,13 @@ _EMPTY_SCHEMA: Final = {"type": "object", "properties": {}}
 THREADS_PER_SERVER: Final = 100
 #: How long a server may take to answer ``initialize`` (~0.7 s measured).
 START_TIMEOUT_S: Final = 30.0
-#: A server with no thread this long ends (the next request starts one).
+#: A server with no thread this long ends (the next request starts one); a thread kept for a
+#: conversation keeps it up until that thread's time is over.
 IDLE_S: Final = 600.0
+#: Threads kept for their conversation's next turn, at most (the oldest is closed).
+KEPT_MAX: Final = 32
+#: At the model's tool calls, how long codex may take to ask for the last of them.
+ASKED_WAIT_S: Final = 2.0
 BACKOFF_S: Final = 1.0
 MAX_BACKOFF_S: Final = 60.0
 
@@ -122,6 +130,22 @@ def turn_params(reasoning: Reasoning | None, invocation: Invocation, cwd: Path
 
 
 @dataclass(eq=False)
+class _Kept:
+    """A thread kept after a clean answer for its conversation's next turn."""
+
+    server: _Server
+    thread: AppThread
+    workdir: Path
+    until: float
+    calls: tuple[str, ...]  # the tool calls its turn is paused on (by call id)
+    sent: ChatRequest | None = None  # the new turns the continuing job sends
+
+    def fresh(self, now: float) -> bool:
+        return now < self.until and self.server.app.alive() \
+            and not self.server.retired.is_set()
+
+
+@dataclass(eq=False)
 class _Server:
     app: AppServer
     base: Path
@@ -132,6 +156,7 @@ class _Server:
     retired: trio.Event = field(default_factory=trio.Event)
     ended: trio.Event = field(default_factory=trio.Event)  # its process is gone
     changed: trio.Event = field(default_factory=trio.Event)
+    kept_until: float = -math.inf  # the last kept thread's end: the server idles till then
 
     def usable(self, generation: int | None) -> bool:
         return (self.app.alive() and not self.retired.is_set()
@@ -156,6 +181,7 @@ class AppServers:
         self._started = self._served = 0
         self._failures_in_a_row = 0
         self._retry_at = -math.inf
+        self._kept: dict[str, _Kept] = {}  # by the digest the conversation's next turn holds
 
     # -- ThreadServers -----------------------------------------------------------------
 
@@ -189,46 +215,145 @@ class AppServers:
                 self._nursery = None
                 self._current = None
 
+    def holds(self, request: ChatRequest, scope: str) -> bool:
+        """Whether a thread kept for ``request``'s conversation can continue it."""
+        now = trio.current_time()
+        return any((kept := self._kept.get(p.digest)) is not None and kept.fresh(now)
+                   for p in resume_points(request, scope))
+
     @contextlib.asynccontextmanager
     async def open(self, runner: CliRunner, request: ChatRequest, model: str,
-                   login_pass: LoginPass | None) -> AsyncIterator[WarmProcess]:
-        """A fresh thread for ``request`` on the login's server (started if none is
-        usable). Raises :class:`WarmStartError` when no server can be had (the runner then
+                   login_pass: LoginPass | None, turn: Turn | None = None,
+                   ) -> AsyncIterator[WarmProcess]:
+        """A thread for ``request`` on the login's server (started if none is usable): the
+        one kept after this conversation's last answer when ``turn`` continues it (only the
+        new turns are sent: user text as a new turn, tool results as the answers to codex's
+        paused calls), else a fresh one. With a ``turn``, a clean answer's thread is kept
+        for the next turn (:data:`KEPT_MAX` at most, for the session TTL); otherwise it is
+        closed. Raises :class:`WarmStartError` when no server can be had (the runner then
         spawns ``codex exec``), :class:`~olp.actors.CapabilityMissing` for an image it cannot
         take."""
         runner.spawn_identity(request, model)  # CapabilityMissing before any server work
         server = await self._server_for(runner, model, login_pass)
-        workdir = server.base / "threads" / str(next(self._dirs)) / "work"
-        seen = runner.seen_job_dir(server.base) / workdir.relative_to(server.base)
-        server.made += 1
+        self._sweep()
+        kept = self._continue(server, request, turn) if turn is not None else None
         server.open_threads += 1
         server.poke()
+        ended: list[Event] = []
+        keep = False
+        thread: AppThread | None = None
+        workdir = kept.workdir if kept is not None else \
+            server.base / "threads" / str(next(self._dirs)) / "work"
+        seen = runner.seen_job_dir(server.base) / workdir.relative_to(server.base)
         try:
-            workdir.mkdir(mode=0o700, parents=True)
+            if kept is not None:
+                thread = kept.thread
+                sent = kept.sent if kept.sent is not None else request
+            else:
+                server.made += 1
+                workdir.mkdir(mode=0o700, parents=True)
+                tools = offered_tools(request)
+                try:
+                    thread = await server.app.start_thread(thread_params(model, seen, tools))
+                except (AppServerError, AppServerGone) as exc:
+                    raise WarmStartError(f"codex app-server gave no thread: {exc}") from exc
+                thread.takes_tool_calls = bool(tools)
+                sent = request
             invocation = runner.adapter.invocation(
-                request, binary=runner.config.binary, model=model, workdir=seen,
+                sent, binary=runner.config.binary, model=model, workdir=seen,
                 extra_args=runner.config.extra_args)
             for name, data in invocation.binary_files.items():
                 (workdir / name).write_bytes(data)
-            tools = offered_tools(request)
-            try:
-                thread = await server.app.start_thread(thread_params(model, seen, tools))
-            except (AppServerError, AppServerGone) as exc:
-                raise WarmStartError(f"codex app-server gave no thread: {exc}") from exc
             thread.turn_params = turn_params(request.reasoning, invocation, seen)
-            thread.takes_tool_calls = bool(tools)
+            thread.turn_text = invocation.stdin.decode("utf-8", "replace") \
+                if kept is not None else None
             self._served += 1
-            try:
-                yield WarmProcess(thread, workdir, runner.spawn_identity(request, model, seen),
-                                  parser=CodexAppParser, seen_workdir=seen,
-                                  login_generation=server.generation)
-            finally:
-                thread.kill()
+            yield WarmProcess(thread, workdir, runner.spawn_identity(request, model, seen),
+                              parser=CodexAppParser, seen_workdir=seen,
+                              login_generation=server.generation, finished=ended.append)
+            keep = turn is not None and bool(ended) and isinstance(ended[-1], Stop) \
+                and server.usable(server.generation) \
+                and await self._ready_to_keep(thread, turn, ended[-1])
         finally:
             server.open_threads -= 1
             server.last_used = trio.current_time()
             server.poke()
-            shutil.rmtree(workdir.parent, ignore_errors=True)
+            if keep and thread is not None and turn is not None:
+                self._keep(server, thread, workdir, runner, turn)
+            else:
+                if thread is not None:
+                    thread.close()
+                shutil.rmtree(workdir.parent, ignore_errors=True)
+
+    # -- conversations kept in their threads ------------------------------------------
+
+    def _continue(self, server: _Server, request: ChatRequest, turn: Turn) -> _Kept | None:
+        """The kept thread ``request`` continues, taken (and readied), or None. Its new
+        turns must be user messages after a plain answer, or exactly the results of the
+        calls codex paused on (any other kept thread of this conversation is closed)."""
+        for point in resume_points(request, turn.scope):
+            kept = self._kept.pop(point.digest, None)
+            if kept is None:
+                continue
+            results = [m for m in point.new_turns if m.role == "tool"]
+            users = [m for m in point.new_turns if m.role != "tool"]
+            usable = kept.server is server and kept.thread.running() is bool(kept.calls)
+            if kept.calls:
+                answers = [(kept.thread.asked.get(m.tool_call_id or ""), m.text())
+                           for m in results]
+                usable = usable and not users and len(results) == len(kept.calls) \
+                    and [m.tool_call_id for m in results] == list(kept.calls) \
+                    and all(rid is not None for rid, _ in answers)
+            else:
+                answers = []
+                usable = usable and not results and all(m.role == "user" for m in users)
+            if not usable:
+                log.info("a kept codex thread cannot continue this turn; starting afresh")
+                self._drop(kept)
+                return None
+            kept.thread.reuse()
+            kept.thread.tool_answers = tuple(answers)
+            turn.continued, turn.new_turns = True, point.new_turns
+            kept.sent = turn.resumed_request(with_system=False)
+            return kept
+        return None
+
+    async def _ready_to_keep(self, thread: AppThread, turn: Turn, end: Event) -> bool:
+        """Whether the thread can be kept after ``end``: a plain answer's turn completed;
+        for tool calls, codex has asked for every one (bounded wait)."""
+        if isinstance(end, Stop) and end.finish_reason == "tool_calls":
+            calls = [c.id for c in turn.answer().tool_calls]
+            with trio.move_on_after(ASKED_WAIT_S):
+                return await thread.wait_asked(calls)
+            return False
+        return not thread.running() and thread.returncode == 0
+
+    def _keep(self, server: _Server, thread: AppThread, workdir: Path, runner: CliRunner,
+              turn: Turn) -> None:
+        answer = turn.answer()
+        digest = continuation(turn.request, turn.scope, answer)
+        kept_s = runner.config.sessions.ttl_s if runner.config.sessions is not None else \
+            self.idle_s
+        record = _Kept(server, thread, workdir, trio.current_time() + kept_s,
+                       tuple(c.id for c in answer.tool_calls))
+        if (old := self._kept.pop(digest, None)) is not None:
+            self._drop(old)
+        self._kept[digest] = record
+        server.kept_until = max(server.kept_until, record.until)
+        while len(self._kept) > KEPT_MAX:  # the oldest first (insertion order)
+            self._drop(self._kept.pop(next(iter(self._kept))))
+
+    def _sweep(self) -> None:
+        """Close kept threads past their time or whose server is gone."""
+        now = trio.current_time()
+        for digest, kept in list(self._kept.items()):
+            if not kept.fresh(now):
+                self._drop(self._kept.pop(digest))
+
+    @staticmethod
+    def _drop(kept: _Kept) -> None:
+        kept.thread.close()
+        shutil.rmtree(kept.workdir.parent, ignore_errors=True)
 
     # -- servers -------------------------------------------------------------------------
 
@@ -294,14 +419,15 @@ class AppServers:
         """Return once the server has ended, or is retired (or idle for :attr:`idle_s`)
         with no open thread."""
         while not server.ended.is_set():
+            idle_until = max(server.last_used + self.idle_s, server.kept_until)
             if server.open_threads == 0:
                 if server.retired.is_set():
                     return
-                if trio.current_time() >= server.last_used + self.idle_s:
+                if trio.current_time() >= idle_until:
                     self._retire(server, f"no request for {self.idle_s:g} s")
                     return
             server.changed = trio.Event()
-            deadline = server.last_used + self.idle_s if server.open_threads == 0 else math.inf
+            deadline = idle_until if server.open_threads == 0 else math.inf
             with trio.move_on_at(deadline):
                 await server.changed.wait()
 
