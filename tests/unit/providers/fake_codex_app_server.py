@@ -32,6 +32,9 @@ class Script:
     ask: str | None = None
     reasoning: tuple[str, ...] = ()
     calls: tuple[str, ...] = ()  # get_weather calls (their cities), after the deltas
+    #: after its calls are answered, the turn goes on with these deltas (else it waits for
+    #: ``turn/interrupt``)
+    then: tuple[str, ...] = ()
 
 
 @dataclass(eq=False)
@@ -48,6 +51,8 @@ class FakeAppServer:
         self._nursery: trio.Nursery | None = None
         self._ids = itertools.count(1)
         self._interrupted: dict[str, trio.Event] = {}
+        self._answered = trio.Event()
+        self.inputs: dict[str, list[str]] = {}  # each thread's turn texts, in order
         self.threads: set[str] = set()  # subscribed threads
 
     async def run(self, *, task_status: trio.TaskStatus[FakeAppServer] = trio.TASK_STATUS_IGNORED
@@ -110,6 +115,7 @@ class FakeAppServer:
         method, params, mid = message.get("method"), message.get("params", {}), message.get("id")
         if method is None:
             self.answers.append(message)
+            self._answered.set()
         elif method == "initialize":
             await trio.sleep(self.init_delay)
             self.emit({"id": mid, "result": {"userAgent": "olp/0.171.0 (fake)"}})
@@ -120,6 +126,7 @@ class FakeAppServer:
             self.emit({"id": mid, "result": {"thread": {"id": thread, "ephemeral": True}}})
         elif method == "turn/start":
             thread = params["threadId"]
+            self.inputs.setdefault(thread, []).append(params["input"][0]["text"])
             turn = f"turn-{next(self._ids)}"
             self.emit({"id": mid, "result": {"turn": {"id": turn, "status": "inProgress"}}})
             await self._play(thread, turn, self.scripts.pop(0) if self.scripts else Script())
@@ -161,6 +168,20 @@ class FakeAppServer:
             self.emit({"method": "rawResponse/completed", "params": {**base, "usage": {
                 "inputTokens": 30, "cachedInputTokens": 0, "outputTokens": 9,
                 "reasoningOutputTokens": 0, "totalTokens": 39}}})
+        if script.calls and script.then:
+            while len([a for a in self.answers if 800 <= a.get("id", 0) < 900]) \
+                    < len(script.calls) and not interrupted.is_set():
+                self._answered = trio.Event()
+                with trio.move_on_after(1):
+                    await self._answered.wait()
+            if not interrupted.is_set():
+                for text in script.then:
+                    await trio.sleep(script.delay)
+                    self.emit({"method": "item/agentMessage/delta",
+                               "params": {**base, "itemId": "msg_2", "delta": text}})
+                self.emit({"method": "turn/completed", "params": {"threadId": thread, "turn": {
+                    "id": turn, "status": "completed", "items": [], "error": None}}})
+                return
         if script.stall or script.calls or interrupted.is_set():
             await interrupted.wait()
             self.emit({"method": "turn/completed", "params": {"threadId": thread, "turn": {

@@ -5,14 +5,16 @@ scripted fake of ``fake_codex_app_server``. Exact virtual times; every server en
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import trio
 import trio.testing
 from fake_codex_app_server import AppSpawner, Script
 
-from olp.actors import CliConfig, CliRunner, LoginPass
+from olp.actors import CliConfig, CliRunner, LoginPass, SessionPolicy
 from olp.actors._warm_units import WarmStartError
 from olp.ir import (
     ChatRequest,
@@ -22,9 +24,11 @@ from olp.ir import (
     QuotaReport,
     Reasoning,
     ReasoningDelta,
+    Start,
     Stop,
     TextDelta,
     TextPart,
+    ToolCall,
     ToolCallDelta,
     ToolSpec,
     Usage,
@@ -32,8 +36,10 @@ from olp.ir import (
 from olp.providers.codex import ADAPTER
 from olp.providers.codex._app_units import AppServers
 from olp.providers.codex._invocation import TOOLS_OFF
+from olp.store import AsyncSessionStore, Database, SessionStore, StoredSession
 
 MODEL = "gpt-5.5"
+T = TypeVar("T")
 START = 0.7  # the fake's initialize
 DELAY = 0.25  # the fake's pace per delta
 
@@ -269,3 +275,147 @@ async def test_a_server_that_cannot_start_backs_off(
     async with servers.open(runner, asked("one"), MODEL, None) as unit:
         assert unit.process.running()
     assert len(spawner.fakes) == 3
+
+
+# -- conversations kept in their threads (kept sessions on) ---------------------------------
+
+
+class InlineStore(AsyncSessionStore):
+    """The store in the Trio thread (a worker thread would let the MockClock jump)."""
+
+    async def put(self, session: StoredSession, *, expire_before: float | None = None) -> bool:
+        await trio.lowlevel.checkpoint()
+        return self.sync.put(session, expire_before=expire_before)
+
+    async def take(self, digest: str, *, key: str, provider: str,
+                   newer_than: float) -> StoredSession | None:
+        await trio.lowlevel.checkpoint()
+        return self.sync.take(digest, key=key, provider=provider, newer_than=newer_than)
+
+    async def holds(self, digest: str, *, key: str, provider: str, newer_than: float) -> bool:
+        await trio.lowlevel.checkpoint()
+        return self.sync.holds(digest, key=key, provider=provider, newer_than=newer_than)
+
+
+async def inline(fn: Callable[[], T]) -> T:
+    await trio.lowlevel.checkpoint()
+    return fn()
+
+
+def kept_runner(tmp_path: Path, db: Database, spawner: AppSpawner) -> CliRunner:
+    home = tmp_path / "realhome"
+    home.mkdir(exist_ok=True)
+    policy = SessionPolicy(InlineStore(SessionStore(db)), ttl_s=600, clock=trio.current_time,
+                           offload=inline)
+    return CliRunner(ADAPTER, spawner,  # type: ignore[arg-type]
+                     CliConfig(binary="/opt/codex/bin/codex", env={"OPENAI_API_KEY": "k"},
+                               real_home=home, proxy_env={"PATH": "/usr/bin"},
+                               sessions=policy),
+                     threads=AppServers())
+
+
+async def chat(runner: CliRunner, messages: list[Message], **fields: object) -> Timed:
+    timed = Timed()
+    request = ChatRequest(model=MODEL, messages=tuple(messages), **fields)  # type: ignore[arg-type]
+    await runner.run(request, MODEL, timed, owner="1")
+    return timed
+
+
+def said(timed: Timed) -> str:
+    return "".join(e.text for _, e in timed.of(TextDelta))  # type: ignore[attr-defined]
+
+
+def user(text: str) -> Message:
+    return Message(role="user", content=(TextPart(text=text),))
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    with Database(tmp_path / "olp.db") as database:
+        yield database
+
+
+async def test_a_conversation_continues_in_its_kept_thread(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path,
+        db: Database) -> None:
+    spawner = AppSpawner()
+    runner = kept_runner(tmp_path, db, spawner)
+    await serving(nursery, runner)
+    system = Message(role="system", content=(TextPart(text="Be terse."),))
+    history = [system, user("first")]
+    first = await chat(runner, history)
+    history += [Message(role="assistant", content=(TextPart(text=said(first)),)),
+                user("second")]
+    assert await runner.holds_session(ChatRequest(model=MODEL, messages=tuple(history)),
+                                      MODEL, "1")
+    second = await chat(runner, history)
+    assert [e.session for _, e in first.of(Start)] == ["new"]  # type: ignore[attr-defined]
+    assert [e.session for _, e in second.of(Start)] == ["resumed"]  # type: ignore[attr-defined]
+    assert second.of(TextDelta)[0][0] == DELAY  # no thread/start: straight to the turn
+    fake = spawner.fakes[0]
+    [(thread, texts)] = fake.inputs.items()  # one thread, two turns
+    assert "first" in texts[0] and texts[1] == "second"  # only the new turn, no system text
+    assert fake.methods().count("thread/start") == 1
+    # a different history (an edited answer) is not that conversation: a fresh thread
+    history[2] = Message(role="assistant", content=(TextPart(text="something else"),))
+    third = await chat(runner, history)
+    assert [e.session for _, e in third.of(Start)] == ["new"]  # type: ignore[attr-defined]
+    assert fake.methods().count("thread/start") == 2
+
+
+async def test_a_tool_loop_goes_on_in_the_paused_turn_and_a_stale_one_is_interrupted(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path,
+        db: Database) -> None:
+    spawner = AppSpawner([Script(deltas=(), calls=("Paris", "Tokyo"), then=("Both sunny.",)),
+                          Script(deltas=(), calls=("Oslo",))])
+    runner = kept_runner(tmp_path, db, spawner)
+    await serving(nursery, runner)
+    tool = ToolSpec(name="get_weather", description="Weather.",
+                    parameters={"type": "object", "properties": {"city": {"type": "string"}}})
+    ask = [user("weather in Paris and Tokyo?")]
+    first = await chat(runner, ask, tools=(tool,))
+    deltas = [e for _, e in first.of(ToolCallDelta)]
+    calls = [ToolCall(id=d.id or "", name=d.name or "", arguments="".join(  # type: ignore
+        a.arguments for a in deltas if a.index == d.index))  # type: ignore[attr-defined]
+        for d in deltas if d.name]  # type: ignore[attr-defined]
+    assert [c.id for c in calls] == ["call_0", "call_1"]
+    history = [*ask, Message(role="assistant", tool_calls=tuple(calls)),
+        Message(role="tool", tool_call_id="call_0", content=(TextPart(text="Sunny, Paris"),)),
+        Message(role="tool", tool_call_id="call_1", content=(TextPart(text="Sunny, Tokyo"),))]
+    second = await chat(runner, history, tools=(tool,))
+    assert said(second) == "Both sunny."
+    assert [e.session for _, e in second.of(Start)] == ["resumed"]  # type: ignore[attr-defined]
+    fake = spawner.fakes[0]
+    answers = sorted((a["id"], a["result"]["contentItems"][0]["text"]) for a in fake.answers)
+    assert answers == [(800, "Sunny, Paris"), (801, "Sunny, Tokyo")]
+    assert fake.methods().count("turn/start") == 1  # codex's own turn went on
+    # a kept turn paused on a call whose result never comes: a new question starts afresh
+    # and the paused turn is interrupted, never left waiting
+    oslo = [user("weather in Oslo?")]
+    asked = await chat(runner, oslo, tools=(tool,))
+    [call] = [d for _, d in asked.of(ToolCallDelta) if d.name]  # type: ignore[attr-defined]
+    called = Message(role="assistant", tool_calls=(ToolCall(
+        id=call.id or "", name="get_weather", arguments='{"city": "Oslo"}'),))  # type: ignore
+    assert fake.methods().count("turn/interrupt") == 0  # kept, paused on the call
+    later = await chat(runner, [*oslo, called, user("never mind")], tools=(tool,))
+    assert [e.session for _, e in later.of(Start)] == ["new"]  # type: ignore[attr-defined]
+    await trio.sleep(0.1)
+    assert fake.methods().count("turn/interrupt") == 1
+
+
+async def test_kept_threads_end_after_the_session_ttl(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path,
+        db: Database) -> None:
+    spawner = AppSpawner()
+    runner = kept_runner(tmp_path, db, spawner)
+    servers = await serving(nursery, runner)
+    first = await chat(runner, [user("first")])
+    history = [user("first"), Message(role="assistant", content=(TextPart(text=said(first)),)),
+               user("second")]
+    request = ChatRequest(model=MODEL, messages=tuple(history))
+    await trio.sleep(599)
+    assert servers.holds(request, f"1|openai|{MODEL}")
+    await trio.sleep(2)
+    assert not servers.holds(request, f"1|openai|{MODEL}")
+    second = await chat(runner, history)
+    assert [e.session for _, e in second.of(Start)] == ["new"]  # type: ignore[attr-defined]
