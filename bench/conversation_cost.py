@@ -2,7 +2,8 @@
 through OLP and with the CLI's own resumed session, with the real claude and codex.
 
     python -m bench.conversation_cost [--turns 4,20] [--flattened-turns 4,20]
-                                      [--clis claude,codex] [--write docs/benchmarks.md]
+                                      [--clis claude,codex] [--codex-mode exec|app-server]
+                                      [--write docs/benchmarks.md]
 
 Issue #25 and ``docs/adr/0023-conversation-continuity.md``. A coding agent re-sends the whole
 conversation on every turn: system text, then turn 1, its answer, turn 2, …, turn k. Each turn
@@ -274,10 +275,13 @@ def clear_mock(mock: Server) -> None:
 
 
 def through_olp(root: Path, cli: Cli, binary: str, mock: Server, turns: int, mode: Mode,
-                notes: list[str]) -> Conversation:
-    """(a) or (c): the agent's conversation through a fresh ``olp start``."""
+                notes: list[str], codex_mode: str = "exec") -> Conversation:
+    """(a) or (c): the agent's conversation through a fresh ``olp start`` (codex in
+    ``codex_mode``)."""
     conv = Conversation(cli.name, mode, turns)
     config = proxy_config(cli, binary, mock.url, 0)
+    if cli.name == "codex":
+        config["providers"][cli.provider]["codex_mode"] = codex_mode
     if mode == "flat":
         config["providers"][cli.provider]["sessions"] = False
     home = root / f"{cli.name}-{mode}-{turns}"
@@ -464,7 +468,8 @@ def run_cli(root: Path, cli: Cli, binary: str, args: argparse.Namespace,
                     model = sorted(case.convs["olp"].models)[0]  # the model OLP's spawn sent
                     conv = own_session(root, cli, binary, mock, turns, model)
                 else:
-                    conv = through_olp(root, cli, binary, mock, turns, mode, notes)
+                    conv = through_olp(root, cli, binary, mock, turns, mode, notes,
+                                       args.codex_mode)
                 case.convs[mode] = conv
                 print(f"    uncached over turns 2..{turns}: {conv.total:,} characters "
                       f"({conv.seconds:.0f} s; sessions {summarise(conv.states)})",
@@ -650,6 +655,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                              "empty: none)")
     parser.add_argument("--clis", default="claude,codex", metavar="LIST",
                         help="comma-separated, from claude, codex (default both)")
+    parser.add_argument("--codex-mode", default="exec", choices=("exec", "app-server"),
+                        help="providers.openai.codex_mode through OLP (default exec)")
     add_write(parser, SECTION)
     args = parser.parse_args(argv)
     args.turn_list = parse_lengths(args.turns, parser, "--turns")
