@@ -34,6 +34,8 @@ from ._sandbox import find_bwrap as find_bwrap
 from ._sandbox import install_roots as install_roots
 from ._sessions import SessionKit as SessionKit
 from ._sessions import SessionPolicy as SessionPolicy
+from ._threads import ThreadServers as ThreadServers
+from ._threads import ThreadServerStatistics as ThreadServerStatistics
 from ._warm import PoolStatistics as PoolStatistics
 from ._warm import WarmPool as WarmPool
 from ._warm import WarmSettings as WarmSettings

@@ -19,13 +19,13 @@ import dataclasses
 import functools
 import secrets
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import trio
 
-from olp.actors import CliConfig, CliRunner, WarmPool, WarmSettings, WarmUnits
+from olp.actors import CliConfig, CliRunner, ThreadServers, WarmPool, WarmSettings, WarmUnits
 from olp.failures import Code, failure
 from olp.ir import ChatRequest, Error, Event, Message, TextPart
 
@@ -44,13 +44,16 @@ PROXY_VARIABLES: Final = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_prox
 
 
 async def run_check(runner: CliRunner, target: Target, model: str, *, login: bool = False,
-                    units: WarmUnits | None = None, timeout_s: float = 120.0,
-                    ) -> tuple[Finding, Error | None]:
+                    units: WarmUnits | None = None,
+                    threads: Callable[[], ThreadServers] | None = None,
+                    timeout_s: float = 120.0) -> tuple[Finding, Error | None]:
     """Run the check once (``login``: as the provider's spawns use a login, emulated where
     the target can; ``units``: the provider's warm units, when they are not the cold spawn
     started early (vibe's ACP sessions): then the request is answered cold, and once more
-    by a warm unit). The finding, and the run's error when it did not end in an answer (a
-    finding with no model request then says nothing was checked)."""
+    by a warm unit; ``threads``: makes the provider's long-lived model server (codex's
+    app-server): then the request is answered cold, and once more in a thread of a server
+    started as the provider starts its own). The finding, and the run's error when it did
+    not end in an answer (a finding with no model request then says nothing was checked)."""
     nonce = secrets.token_hex(8)
     system = f"OLP lockdown check {nonce}: you are a model, reply in one word."
     canary = f"OLP-LOCKDOWN-CANARY-{nonce}"
@@ -58,6 +61,7 @@ async def run_check(runner: CliRunner, target: Target, model: str, *, login: boo
         Message(role="system", content=(TextPart(text=system),)),
         Message(role="user", content=(TextPart(text="Reply with the single word: OK"),))))
     error: Error | None = None
+    unserved: str | None = None
     async with trio.open_nursery() as nursery:
         mock: VendorMock = await nursery.start(
             functools.partial(serve_vendor_mock, target.dialect))
@@ -77,13 +81,23 @@ async def run_check(runner: CliRunner, target: Target, model: str, *, login: boo
                 await checker.run(request, model, emit)  # cold (a warm pool records the want)
                 if checker.pool is not None and await _warmed(checker.pool):
                     await checker.run(request, model, emit)  # and warm
+                if threads is not None:  # and in a thread of the long-lived server
+                    served = threads()
+                    await nursery.start(served.serve)
+                    await CliRunner(runner.adapter, runner.spawner, checker.config,
+                                    threads=served).run(request, model, emit)
+                    if not served.statistics().served:
+                        unserved = "its long-lived server answered nothing (it did not start)"
             if waited.cancelled_caught:
                 error = failure(Code.TOTAL_TIMEOUT, f"no answer in {timeout_s:g} s")
             else:
                 error = next((e for e in reversed(events) if isinstance(e, Error)), None)
         nursery.cancel_scope.cancel()
-    return judge(target, mock.requests, system=system, canary=canary,
-                 login=login and target.emulates_login), error
+    finding = judge(target, mock.requests, system=system, canary=canary,
+                    login=login and target.emulates_login)
+    if unserved is not None:
+        finding = dataclasses.replace(finding, problems=(*finding.problems, unserved))
+    return finding, error
 
 
 async def _warmed(pool: WarmPool[Any, Any]) -> bool:

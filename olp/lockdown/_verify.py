@@ -18,7 +18,7 @@ from typing import Any
 
 import trio
 
-from olp.actors import CliRunner, WarmUnits
+from olp.actors import CliRunner, ThreadServers, WarmUnits
 from olp.ir import ChatRequest, Message, TextPart
 
 from ._check import run_check
@@ -31,10 +31,12 @@ log = logging.getLogger("olp.lockdown")
 def verifier(runner: CliRunner, target: Target, model: str, store: VerdictStore, *,
              version_of: Callable[[], str | None], login: bool = False,
              units: WarmUnits | None = None,
+             threads: Callable[[], ThreadServers] | None = None,
              timeout_s: float = 120.0) -> Callable[[], Awaitable[Verdict]]:
     """``verify()`` for the gate of ``runner``'s provider (``version_of``: blocking, the
     CLI's ``--version``; ``login``: its spawns use a login, not a key; ``units``: its warm
-    units when they are not early cold spawns, checked too)."""
+    units when they are not early cold spawns, checked too; ``threads``: makes its
+    long-lived model server, whose threads are checked too)."""
     config = runner.config
 
     async def verify() -> Verdict:
@@ -53,7 +55,7 @@ def verifier(runner: CliRunner, target: Target, model: str, store: VerdictStore,
                 confined=config.sandbox is not None, extra_args=config.extra_args,
                 env=config.env, home_files=config.home_files,
                 spawn={**spawn_digest(runner, model), "login": login,
-                       "warm_units": units is not None}))
+                       "warm_units": units is not None, "app_server": threads is not None}))
         except OSError as exc:
             return Verdict(target.cli, version, problems=(f"cannot read the binary: {exc}",),
                            checked=False)
@@ -61,7 +63,7 @@ def verifier(runner: CliRunner, target: Target, model: str, store: VerdictStore,
         if kept is not None:
             return kept
         finding, error = await run_check(runner, target, model, login=login, units=units,
-                                         timeout_s=timeout_s)
+                                         threads=threads, timeout_s=timeout_s)
         problems = finding.problems
         if not finding.checked and error is not None:
             problems = (*problems, f"its run ended in {error.code}: {error.message[:200]}")

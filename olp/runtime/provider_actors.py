@@ -203,6 +203,7 @@ def lockdown_gate(name: str, runner: CliRunner, spec: kit.ProviderSpec,
     units = spec.warm_units() if spec.warm_units is not None and provider.warm > 0 else None
     verify = verifier(runner, target, spec.probe_model or name,
                       VerdictStore(settings.home / "lockdown.json"), login=login, units=units,
+                      threads=spec.thread_servers if provider.app_server else None,
                       version_of=lambda: cli_version(config.binary, config.sandbox)[0])
     return LockdownGate(name, config.binary, verify, target=target,
                         enabled=provider.lockdown_check)

@@ -91,3 +91,17 @@ async def test_a_verified_claude_serves_through_olp_start(tmp_path: Path,
     assert completion.choices[0].message.content == ANSWER
     assert health["state"] == "verified" and health["version"].startswith("2.1.332")
     assert len(mock.requests) == 1  # the check used OLP's own mock, not the test's
+
+
+def test_codex_on_its_app_server_is_checked_there_too(tmp_path: Path) -> None:
+    providers = all_five()
+    providers["enabled"].update(anthropic=False, gemini=False, qwen=False, mistral=False)
+    providers["openai"]["codex_mode"] = "app-server"
+    done = doctor(tmp_path / "home", providers)
+    assert lockdown_lines(done.stdout) == ["lockdown: verified (codex codex-cli 0.171.0)"], \
+        done.stdout + done.stderr
+    providers["openai"]["extra_args"] = ["-c", "features.shell_tool=true"]
+    weakened = doctor(tmp_path / "weakened", providers)
+    assert weakened.returncode == 1
+    assert lockdown_lines(weakened.stdout) == [
+        "lockdown: FAILED: offers exec_command, write_stdin"], weakened.stdout
