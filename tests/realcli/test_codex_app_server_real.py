@@ -25,6 +25,7 @@ import httpx
 import trio
 from mock_openai_responses import MockResponses, offered_tools
 from olp_harness import descendants, in_thread, real_cli, run_proxy, wait_until
+from test_accounts_real import ask, codex_login, new_key, sha, write_config
 from test_codex_rate_limits import snapshot_headers
 from test_proxy_real_codex import KEY, codex_config_toml, proxy_env, start
 
@@ -316,3 +317,39 @@ async def test_a_tool_loop_goes_on_in_the_turn_codex_paused(
     outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
     assert [o["output"] for o in outputs] == ["Sunny in Paris", "Sunny in Tokyo"]
     assert second["prompt_cache_key"] == mock.requests[0]["body"]["prompt_cache_key"]
+
+
+async def test_two_logins_each_answer_on_their_own_server(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    home = tmp_path / "olp"
+    with trio.fail_after(HANG_GUARD_S):
+        mock = await start(nursery, "success")
+        tokens = {a: codex_login(home / "accounts" / "openai" / a, a) for a in ("alice", "bob")}
+        toml = codex_config_toml(mock).replace('env_key = "OPENAI_API_KEY"\n',
+                                               "requires_openai_auth = true\n")
+        cfg = {"auth": {"fallback_detail_header_policy": "all"}, "providers": {
+            "enabled": {"openai": True, "anthropic": False, "mistral": False},
+            "openai": {"binary": codex, "codex_mode": "app-server", "max_concurrent": 2,
+                       "home_files": {".codex/config.toml": toml},
+                       "accounts": {"alice": {}, "bob": {}},
+                       "timeouts": {"first_output_s": 45, "idle_s": 20, "total_s": 55}}},
+            "routing": {"chains": {"c": [{"provider": "openai", "model": MODEL}]}},
+            "server": {"kill_grace_s": 1}}
+        write_config(home, cfg)
+        keys = {a: new_key(home, a, f"openai:{a}") for a in ("alice", "bob")}
+        owner_home = tmp_path / "owner"
+        owner_home.mkdir()
+        async with run_proxy(home, cfg, env={"HOME": str(owner_home)}) as proxy:
+            seen = []
+            for n, account in enumerate(["alice", "bob", "alice", "bob"]):
+                mock.clear_requests()
+                _, headers = await in_thread(
+                    lambda account=account, n=n: ask(proxy, keys[account], "c", f"Hi {n}."))
+                seen.append((headers["x-olp-account"],
+                             {r["credential_sha256"] for r in mock.requests}))
+            providers = proxy.get("/health").json()["providers"]
+    assert seen == [(a, {sha(tokens[a])}) for a in ("alice", "bob", "alice", "bob")]
+    for slot in ("openai@alice", "openai@bob"):
+        server = providers[slot]["app_server"]
+        assert (server["started"], server["served"]) == (1, 2), (slot, server)

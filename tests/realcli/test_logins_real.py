@@ -368,3 +368,34 @@ async def test_olps_refresh_is_the_clis_own_request(tmp_path: Path, nursery: tri
     assert ours["headers"]["content-type"] == theirs["headers"]["content-type"]
     assert ours["body"] == theirs["body"]
     assert [r["outcome"] for r in world.refreshes()] == ["ok", "ok"]
+
+
+async def test_codex_s_app_server_is_replaced_at_every_new_token(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    """codex on its app-server (issue #43): the server holds the access token it started
+    with, so it is retired at every refresh and the next request starts one with the new
+    token; a request every 3 s until OLP has refreshed twice, all served, each upstream
+    request carrying the newest token (the API takes no other)."""
+    world, family = await make_world(nursery, tmp_path, "codex", expires_in=LIFETIME_S,
+                                     lifetime_s=LIFETIME_S)
+    served: list[bool] = []
+    config = world.config()
+    config["providers"]["openai"]["codex_mode"] = "app-server"
+    with trio.fail_after(60):
+        async with run_proxy(world.home, config, env=world.proxy_env()) as proxy:
+            while True:
+                done = world.vendor.ok_refreshes() >= 2
+                n = len(served)
+                response = await in_thread(lambda n=n: ask(proxy, text=f"Say hello, {n}."))
+                served.append(answered(response))
+                if done:
+                    break
+                await trio.sleep(3)
+            server = health(proxy)["providers"]["openai"]["app_server"]
+        own = await world.owners_cli()
+    assert all(served) and len(served) >= 6, served
+    assert world.vendor.ok_refreshes() == 2
+    world.assert_every_refresh_was_olps_and_spent_a_live_token()
+    assert world.access_in(world.login_file) == family.access
+    assert server["started"] == 3 and server["served"] == len(served), server
+    assert own.returncode == 0 and ANSWER in own.stdout
