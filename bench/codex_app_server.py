@@ -14,10 +14,17 @@ its first content (both wall clocks: same machine), the time to the last byte, a
 SSE events carried content. Then the app-server's resident memory idle (``/health``), and the
 mock's log must hold every user message once. Goal (issue #43): first content within 150 ms of
 the first upstream delta.
+
+Then ``--load`` requests (default 1,000) at ``--concurrency`` (16) through one more
+``app-server`` proxy against a mock answering at once (scenario ``success``), a mix of a third
+streamed, a third not, a third offering a tool (the mock calls it: ``tool_calls``): the
+throughput, the server's memory after the first 100 and at the end, how many servers served
+(one is replaced after 100 threads) and the threads left open at the end (must be 0).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import os
 import secrets
@@ -54,14 +61,17 @@ from bench.warm_clis import SUPPORT, codex_config_toml, mock_requests
 MODES = ("exec", "app-server")
 
 
-def start_mock(root: Path, deltas: int, interval: float) -> Server:
+def start_mock(root: Path, deltas: int, interval: float, scenario: str = "slow") -> Server:
     """The mock in a child process; returns once it printed ``LISTENING <base URL>``."""
+    root.mkdir(parents=True, exist_ok=True)
     log_path = root / "mock.log"
     env = {**base_env(root, root), "PYTHONPATH": str(SUPPORT), "PYTHONDONTWRITEBYTECODE": "1"}
+    options = ["--interval", repr(interval), "--count", str(deltas)] if scenario == "slow" \
+        else ["--delay", "0"]
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mock_openai_responses", "--scenario", "slow",
-             "--interval", repr(interval), "--count", str(deltas)], env=env, cwd=SUPPORT,
+            [sys.executable, "-m", "mock_openai_responses", "--scenario", scenario,
+             *options], env=env, cwd=SUPPORT,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
             start_new_session=True)
     server = Server("mock upstream", process, log_path)
@@ -102,11 +112,73 @@ def one_request(client: httpx.Client, text: str) -> tuple[float, float, int]:
     return first_wall, time.perf_counter() - t_send, events
 
 
+TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city.",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}
+
+
+def load_run(root: Path, binary: str, total: int, concurrency: int) -> list[str]:
+    """The c=``concurrency`` mix through one app-server proxy; the report's lines."""
+    mock = start_mock(root / "load", 0, 0.0, scenario="success")
+    (root / "load-proxy" / "user-home").mkdir(parents=True)
+    proxy = start_olp(root / "load-proxy", proxy_config(binary, mock.url, "app-server"),
+                      ["openai"], name="codex load proxy",
+                      env={"HOME": str(root / "load-proxy" / "user-home")})
+    try:
+        health = sync_client(proxy.url)
+
+        def server() -> dict[str, Any]:
+            return health.get("/health").json()["providers"]["openai"]["app_server"]  # type: ignore
+
+        def one(n: int, client: httpx.Client) -> None:
+            kind = n % 3
+            body: dict[str, Any] = {"model": "gpt-5.5", "messages": [
+                {"role": "user", "content": f"Weather in Paris? ({n})" if kind == 2
+                 else f"Say hello ({n})."}]}
+            if kind == 0:
+                body["stream"] = True
+            if kind == 2:
+                body["tools"] = [TOOL]
+            response = client.post("/v1/chat/completions", json=body)
+            if response.status_code != 200:
+                raise BenchError(f"request {n}: HTTP {response.status_code}: "
+                                 f"{response.text[:300]}")
+
+        clients = [sync_client(proxy.url) for _ in range(concurrency)]
+        one(0, clients[0])  # the server starts
+        started = time.perf_counter()
+        after_100 = 0
+        with concurrent.futures.ThreadPoolExecutor(concurrency) as pool:
+            futures = [pool.submit(one, n, clients[n % concurrency])
+                       for n in range(1, total)]
+            for i, future in enumerate(concurrent.futures.as_completed(futures)):
+                future.result()
+                if i == 100:
+                    after_100 = server()["memory_bytes"]
+        elapsed = time.perf_counter() - started
+        end = server()
+        for client in clients:
+            client.close()
+    finally:
+        stop(proxy)
+        stop(mock)
+    if end["threads"]:
+        raise BenchError(f"{end['threads']} threads left open after the load")
+    return [f"**Load**: {total} requests at c={concurrency} (a third streamed, a third not, a "
+            f"third with a tool call), one login: {(total - 1) / elapsed:.1f} requests/s; "
+            f"{end['started']} servers served them (one is replaced after 100 threads); "
+            f"the running server's memory {after_100 / 2**20:.0f} MB after 100 requests, "
+            f"{end['memory_bytes'] / 2**20:.0f} MB at the end; threads left open: "
+            f"{end['threads']}.", ""]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = arg_parser(__name__, __doc__)
     parser.add_argument("--requests", type=int, default=6)
     parser.add_argument("--deltas", type=int, default=20)
     parser.add_argument("--interval", type=float, default=0.25)
+    parser.add_argument("--load", type=int, default=1000, help="0: no load run")
+    parser.add_argument("--concurrency", type=int, default=16)
     add_write(parser, "codex app-server")
     args = parser.parse_args(argv)
     binary = os.environ.get("OLP_REAL_CODEX")
@@ -145,6 +217,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for proxy in proxies.values():
                 stop(proxy)
             stop(mock)
+        loaded = load_run(root, binary, args.load, args.concurrency) if args.load else []
     rows = []
     for mode in MODES:
         lags = sorted(r[0] for r in results[mode])
@@ -159,7 +232,8 @@ def main(argv: Sequence[str] | None = None) -> int:
              *table(["codex_mode", "first content after the first upstream delta (median)",
                      "(max)", "last byte (median)", "content events (median)"],
                     "lrrrr", rows), "",
-             f"The app-server's resident memory after the run: {memory / 2**20:.0f} MB.", ""]
+             f"The app-server's resident memory after the run: {memory / 2**20:.0f} MB.", "",
+             *loaded]
     info = machine_info()
     notes = [f"{k}: {v}" for k, v in info.items()]
     publish(finish(lines, notes), args.write, "codex app-server")

@@ -15,7 +15,10 @@ unless ``--mock-delay-s`` says otherwise) and two ``python -m olp start`` (tempo
 ``tests/realcli/test_proxy_real_*.py`` do, one with ``providers.<name>.warm`` = 0 (*cold*:
 every request spawns the CLI) and one with ``warm`` = 1 (*warm*: a CLI started ahead of time
 waits on stdin for the next request; for vibe, a session made ahead of time on a long-lived
-``vibe-acp`` server, ``olp/providers/vibe/_acp_units.py``).
+``vibe-acp`` server, ``olp/providers/vibe/_acp_units.py``). codex: *cold* is
+``codex_mode: "exec"`` with no pool, *warm* its long-lived ``codex app-server`` (the default
+mode; a thread per request, ``olp/providers/codex/_app_units.py``), whose ``served`` count
+stands for the pool's hits.
 
 Requests alternate between the two proxies (ABBA), one at a time: streaming ``POST
 /v1/chat/completions`` with raw httpx on a keep-alive connection, the same system message every
@@ -28,7 +31,7 @@ OLP itself allows 60 s for the server's ``initialize``). Per request, from just 
 handed to httpx: the time to the first SSE event with non-empty ``delta.content`` and to the
 last byte. Reported: medians and p90 of N (default 10; vibe's ``--vibe-requests``, default N:
 a cold vibe takes ~5 s) after W (default 2) warm-up requests per mode, the warm/cold ratio of
-the medians against the goals (claude ≤ 0.4×, codex ≤ 0.7×, vibe ≤ 0.3× and at most 1.5 s
+the medians against the goals (claude ≤ 0.4×, codex ≤ 0.3×, vibe ≤ 0.3× and at most 1.5 s
 to first content warm), the pool's idle memory (``memory_bytes`` from ``/health``; for vibe
 the ``vibe-acp`` server's, shared by its sessions) and the load average. Afterwards each
 mock's request log must hold every user message exactly once. Nothing leaves 127.0.0.1; every
@@ -114,7 +117,8 @@ class Cli:
 
 CLIS = {
     "claude": Cli("claude", "OLP_REAL_CLAUDE", "anthropic", "sonnet", "mock_anthropic", 0.4),
-    "codex": Cli("codex", "OLP_REAL_CODEX", "openai", "gpt-5.5", "mock_openai_responses", 0.7),
+    # cold: `codex exec` spawned per request; warm: its long-lived app-server (ADR 0032)
+    "codex": Cli("codex", "OLP_REAL_CODEX", "openai", "gpt-5.5", "mock_openai_responses", 0.3),
     # the first warm settle starts vibe-acp (~5-10 s; OLP allows 60 s) and makes a session
     "vibe": Cli("vibe", "OLP_REAL_VIBE", "mistral", "devstral", "mock_mistral", 0.3,
                 goal_first_s=1.5, settle_timeout_s=120.0),
@@ -247,6 +251,8 @@ def proxy_config(cli: Cli, binary: str, mock_url: str, warm: int) -> dict[str, A
                     "env": {"OPENAI_API_KEY": "sk-mock-0000"}}
     provider.update(binary=binary, metered=True, max_concurrent=2, timeouts=timeouts,
                     warm=warm)
+    if cli.name == "codex":  # warm: its long-lived app-server (no pool); cold: `codex exec`
+        provider.update(codex_mode="app-server" if warm else "exec", warm=0)
     return {"providers": {"enabled": enabled, cli.provider: provider},
             "cache": {"enabled": False},
             "server": {"kill_grace_s": 1, "keep_alive_s": 300}}
@@ -268,7 +274,13 @@ class Proxy:
         response = self.health.get("/health")
         if response.status_code != 200:
             raise BenchError(f"GET /health: HTTP {response.status_code}: {response.text[:300]}")
-        stats: dict[str, Any] | None = response.json()["providers"][self.provider]["warm"]
+        slot = response.json()["providers"][self.provider]
+        server = slot.get("app_server")
+        if server is not None:  # codex's app-server, read as a pool of one (ADR 0032)
+            up = 1 if server["running"] else 0
+            return {"warm": up, "size": 1, "booting": 0, "hits": server["served"],
+                    "memory_bytes": server["memory_bytes"]}
+        stats: dict[str, Any] | None = slot["warm"]
         return stats
 
 

@@ -82,6 +82,8 @@ class World:
 
     def config(self, *, warm: int = 0, accounts: dict[str, Any] | None = None
                ) -> dict[str, Any]:
+        """OLP's config; ``warm`` > 0 runs codex as ``codex exec`` (its app-server, the
+        default, has no pool: its own test)."""
         block: dict[str, Any] = {
             "binary": self.binary, "max_concurrent": 8, "warm": warm,
             "env": self.interceptor.env_for(self.cli),
@@ -90,6 +92,7 @@ class World:
             block["env"].update(ANTHROPIC_BASE_URL=self.mock._url(), CLAUDE_CODE_MAX_RETRIES="0")
         else:
             block["home_files"] = {".codex/config.toml": codex_toml(self.mock)}
+            block["codex_mode"] = "exec" if warm else "app-server"
         if accounts is not None:
             block["accounts"] = accounts
         others = {p: False for p in ("anthropic", "openai", "mistral", "gemini", "qwen")
@@ -380,7 +383,6 @@ async def test_codex_s_app_server_is_replaced_at_every_new_token(
                                      lifetime_s=LIFETIME_S)
     served: list[bool] = []
     config = world.config()
-    config["providers"]["openai"]["codex_mode"] = "app-server"
     with trio.fail_after(60):
         async with run_proxy(world.home, config, env=world.proxy_env()) as proxy:
             while True:

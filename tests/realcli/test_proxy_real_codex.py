@@ -1,6 +1,8 @@
 """The real ``codex`` CLI (pinned, from npm) through ``olp start``, against the loopback mock
 OpenAI Responses API in ``tests/support/mock_openai_responses``, driven by the official
-``openai`` SDK.
+``openai`` SDK: on its app-server (the default ``codex_mode``) and, where a test says so, as
+``codex exec`` (``mode="exec"``). A request leaves no process behind but the login's
+long-lived app-server (:func:`olp_harness.spawned`).
 
 codex is pointed at the mock by the provider's ``home_files`` (a ``.codex/config.toml`` with a
 ``model_provider`` whose ``base_url`` is the mock) and its key by the provider's ``env``; its
@@ -19,7 +21,16 @@ import openai
 import pytest
 import trio
 from mock_openai_responses import MockResponses, serve_mock
-from olp_harness import FAKE_CLAUDE, alive, descendants, in_thread, real_cli, run_proxy, wait_until
+from olp_harness import (
+    FAKE_CLAUDE,
+    alive,
+    descendants,
+    in_thread,
+    real_cli,
+    run_proxy,
+    spawned,
+    wait_until,
+)
 
 KEY = "sk-mock-0000"
 MESSAGES: list[Any] = [
@@ -46,13 +57,18 @@ def codex_config_toml(mock: MockResponses, *, retries: bool = False) -> str:
     )
 
 
+MODES = pytest.mark.parametrize("mode", ["app-server", "exec"])
+
+
 def config(codex: str, mock: MockResponses, *, retries: bool = False,
-           timeouts: dict[str, float] | None = None) -> dict[str, Any]:
+           timeouts: dict[str, float] | None = None, mode: str = "app-server",
+           ) -> dict[str, Any]:
     return {
         "providers": {
             "enabled": {"openai": True, "anthropic": False, "mistral": False},
             "openai": {
                 "binary": codex,
+                "codex_mode": mode,
                 # the mock's API key is metered spend: the provider consents (registry models)
                 "metered": True,
                 "max_concurrent": 2,
@@ -84,11 +100,12 @@ def user_texts(body: dict[str, Any]) -> list[str]:
             for c in m["content"] if c.get("type") == "input_text"]
 
 
-async def test_stream_and_usage(tmp_path: Path, nursery: trio.Nursery) -> None:
+@MODES
+async def test_stream_and_usage(tmp_path: Path, nursery: trio.Nursery, mode: str) -> None:
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(60):
         mock = await start(nursery, "success")
-        async with run_proxy(tmp_path / "home", config(codex, mock),
+        async with run_proxy(tmp_path / "home", config(codex, mock, mode=mode),
                              env=proxy_env(tmp_path)) as proxy:
 
             def consume() -> tuple[list[str], Any, dict[str, str], str]:
@@ -108,8 +125,11 @@ async def test_stream_and_usage(tmp_path: Path, nursery: trio.Nursery) -> None:
                     return texts, usage, dict(response.headers), model
 
             texts, usage, headers, model = await in_thread(consume)
-            assert descendants(proxy.process.pid) == set()
-    assert texts == [ANSWER]  # one whole agent_message: codex surfaces no token deltas
+            assert spawned(proxy.process.pid) == set()
+    if mode == "exec":
+        assert texts == [ANSWER]  # one whole agent_message: codex exec prints no deltas
+    else:
+        assert "".join(texts) == ANSWER and len(texts) > 1  # the mock's deltas, as they came
     assert usage.prompt_tokens == 25 and usage.completion_tokens == 7
     assert model == "gpt-5.5" and headers["x-olp-provider-used"] == "openai"
     [request] = mock.requests
@@ -177,13 +197,14 @@ async def test_image_and_strict_json_schema(tmp_path: Path, nursery: trio.Nurser
         ("auth", 502, "upstream_auth_failed"),
     ],
 )
+@MODES
 async def test_upstream_errors(
-    tmp_path: Path, nursery: trio.Nursery, scenario: str, status: int, code: str
+    tmp_path: Path, nursery: trio.Nursery, scenario: str, status: int, code: str, mode: str
 ) -> None:
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(60):
         mock = await start(nursery, scenario)
-        async with run_proxy(tmp_path / "home", config(codex, mock),
+        async with run_proxy(tmp_path / "home", config(codex, mock, mode=mode),
                              env=proxy_env(tmp_path)) as proxy:
 
             def call() -> openai.APIStatusError:
@@ -192,7 +213,7 @@ async def test_upstream_errors(
                 return info.value
 
             err = await in_thread(call)
-            assert descendants(proxy.process.pid) == set()
+            assert spawned(proxy.process.pid) == set()
     assert err.status_code == status
     assert err.response.json()["error"]["code"] == code
     assert "127.0.0.1" not in err.response.json()["error"]["message"]  # no upstream URL
@@ -201,14 +222,16 @@ async def test_upstream_errors(
     assert mock.request_count == (2 if scenario == "auth" else 1)  # stream_max_retries = 1
 
 
+@MODES
 async def test_a_silent_upstream_is_cut_by_the_proxy_deadline(
-    tmp_path: Path, nursery: trio.Nursery
+    tmp_path: Path, nursery: trio.Nursery, mode: str
 ) -> None:
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(60):
         mock = await start(nursery, "hang")  # codex itself would wait forever
         async with run_proxy(tmp_path / "home", config(
-                codex, mock, timeouts={"first_output_s": 3, "idle_s": 3, "total_s": 30}),
+                codex, mock, timeouts={"first_output_s": 3, "idle_s": 3, "total_s": 30},
+                mode=mode),
                 env=proxy_env(tmp_path)) as proxy:
 
             def call() -> openai.APIStatusError:
@@ -217,22 +240,24 @@ async def test_a_silent_upstream_is_cut_by_the_proxy_deadline(
                 return info.value
 
             err = await in_thread(call)
-            assert await wait_until(lambda: descendants(proxy.process.pid) == set(), within=2.0)
+            assert await wait_until(lambda: spawned(proxy.process.pid) == set(), within=2.0)
             record = await mock.wait_for_outcome(1)
     assert err.status_code == 503
     assert err.response.json()["error"]["code"] == "first_output_timeout"
-    assert record["outcome"] == "client_disconnected"  # the killed codex hung up
+    # the killed codex (exec), or the interrupted turn (app-server), hung up
+    assert record["outcome"] == "client_disconnected"
 
 
+@MODES
 async def test_a_retry_storm_is_abandoned_for_the_next_hop(
-    tmp_path: Path, nursery: trio.Nursery
+    tmp_path: Path, nursery: trio.Nursery, mode: str
 ) -> None:
     """codex's default retries against a 500 make 30 requests in ~24 s; the first
     ``Reconnecting... 1/5`` line is enough for the proxy to kill it and advance."""
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(60):
         mock = await start(nursery, "server_error")
-        cfg = config(codex, mock, retries=True)
+        cfg = config(codex, mock, retries=True, mode=mode)
         cfg["providers"]["enabled"]["anthropic"] = True
         cfg["providers"]["anthropic"] = {"binary": str(FAKE_CLAUDE), "env": {
             "FAKE_CLAUDE_SCENARIO": "success", "ANTHROPIC_API_KEY": "sk-ant-fake"}}
@@ -244,7 +269,7 @@ async def test_a_retry_storm_is_abandoned_for_the_next_hop(
         async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
             raw = await in_thread(lambda: proxy.client().chat.completions.with_raw_response
                                   .create(model="gpt-then-claude", messages=MESSAGES))
-            assert await wait_until(lambda: descendants(proxy.process.pid) == set(), within=2.0)
+            assert await wait_until(lambda: spawned(proxy.process.pid) == set(), within=2.0)
             count = mock.request_count
     assert raw.parse().choices[0].message.content == ANSWER
     assert raw.headers["x-olp-provider-used"] == "anthropic"
@@ -260,7 +285,8 @@ async def test_disconnect_before_the_answer_leaves_no_codex(
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(60):
         mock = await start(nursery, "slow", interval=0.5)  # the answer never completes
-        async with run_proxy(tmp_path / "home", config(codex, mock),
+        # exec: a client that sees nothing gives up (app-server streams: its own test)
+        async with run_proxy(tmp_path / "home", config(codex, mock, mode="exec"),
                              env=proxy_env(tmp_path)) as proxy:
             seen: dict[str, set[int]] = {}
 

@@ -64,7 +64,7 @@ async def test_a_warm_codex_answers_and_nothing_is_left(tmp_path: Path,
     codex = real_cli("OLP_REAL_CODEX")
     with trio.fail_after(120):
         mock = await codex_tests.start(nursery, "success")
-        cfg = codex_tests.config(codex, mock)
+        cfg = codex_tests.config(codex, mock, mode="exec")  # the app-server needs no pool
         cfg["providers"]["openai"]["warm"] = 1
         cfg["cache"] = {"enabled": False}
         async with run_proxy(tmp_path / "home", cfg, env=codex_tests.proxy_env(tmp_path)

@@ -154,6 +154,22 @@ async def wait_until(predicate: Callable[[], bool], *, within: float, step: floa
     return predicate()
 
 
+def spawned(pid: int) -> set[int]:
+    """:func:`descendants` of ``pid`` without the long-lived model servers (codex's
+    ``app-server``, which stays up between requests by design: ADR 0032) and their sandbox
+    and lifeline: what a request left behind."""
+    found = descendants(pid)
+    servers = set()
+    for child in found:
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                if b"\0app-server\0" in f.read():
+                    servers.add(child)
+        except OSError:
+            continue
+    return found - servers
+
+
 def descendants(pid: int) -> set[int]:
     """Every live process below ``pid`` (children, grandchildren, …), from /proc."""
     parents: dict[int, list[int]] = {}

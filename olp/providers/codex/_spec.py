@@ -47,10 +47,10 @@ SPEC = ProviderSpec(
     # measured with the pinned codex (tests/fixtures/cli-reference/codex/sessions): a copied
     # rollout resumes from another home, one prompt_cache_key per thread
     sessions=True,
-    # one `codex app-server` per login streams token deltas (issue #43; ADR 0032); `exec`
-    # stays the default until the server serves every request shape (tools, resumed turns)
+    # one `codex app-server` per login streams token deltas and serves every request shape
+    # (issue #43; ADR 0032); `codex_mode: "exec"` spawns `codex exec` per request instead
     thread_servers=_app_servers,
-    thread_servers_default=False,
+    thread_servers_default=True,
 )
 
 #: codex in ``exec --json`` mode: whole messages, usage from ``turn.completed``.
