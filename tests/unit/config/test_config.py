@@ -416,7 +416,7 @@ def test_warm_must_be_a_small_count(home: Path, value: object) -> None:
 
 
 def test_codex_mode_chooses_the_app_server_and_only_codex_takes_it(home: Path) -> None:
-    assert _settings(home, {}).provider("openai").app_server is False  # exec by default
+    assert _settings(home, {}).provider("openai").app_server is True  # the default
     chosen = _settings(home, {"providers": {"openai": {"codex_mode": "app-server"}}})
     assert chosen.provider("openai").app_server is True
     assert _settings(home, {"providers": {"openai": {"codex_mode": "exec"}}}).provider(
