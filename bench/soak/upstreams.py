@@ -87,6 +87,7 @@ def proxy_config(root: Path, mocks: dict[str, str], marker: str, slots: int) -> 
         providers[provider] = {
             "binary": str(dispatcher), "sandbox": False, "max_concurrent": slots,
             "timeouts": TIMEOUTS, "warm": 0,
+            **({"codex_mode": "exec"} if provider == "openai" else {}),  # the fake plays exec
             "env": {"SOAK_FAKE": str(fake), "SOAK_PREFIX": prefix, name: value,
                     f"FAKE_{prefix}_ECHO": "1", key_var: "sk-soak-fake"}}
     for mock, url in mocks.items():

@@ -198,6 +198,7 @@ async def test_a_reload_adds_and_removes_logins_and_keeps_the_others(tmp_path: P
 
 def unchecked(config: dict[str, Any]) -> dict[str, Any]:
     """A config as ``run_proxy`` writes it (the fakes need no lockdown check)."""
-    from olp_harness import cold_by_default, unchecked_by_default, unconfined_fakes
+    from olp_harness import cold_by_default, fakes_on_exec, unchecked_by_default, unconfined_fakes
 
-    return unchecked_by_default(cold_by_default(unconfined_fakes(json.loads(json.dumps(config)))))
+    return fakes_on_exec(unchecked_by_default(cold_by_default(unconfined_fakes(
+        json.loads(json.dumps(config))))))

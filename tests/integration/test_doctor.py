@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from olp_harness import FAKE_CLAUDE, REPO, unchecked_by_default
+from olp_harness import FAKE_CLAUDE, REPO, fakes_on_exec, unchecked_by_default
 
 FIXTURES = REPO / "tests" / "fixtures"
 
@@ -18,8 +18,8 @@ def doctor(home: Path, config: dict[str, object], *args: str, path: str = "/usr/
     """``olp doctor`` with ``config`` (``lockdown_check: false`` where it says nothing: most
     fakes talk to no API, so nothing could be checked)."""
     home.mkdir(parents=True, exist_ok=True)
-    (home / "config.json").write_text(json.dumps(unchecked_by_default(
-        json.loads(json.dumps(config)))))
+    (home / "config.json").write_text(json.dumps(fakes_on_exec(unchecked_by_default(
+        json.loads(json.dumps(config))))))
     env = {"PATH": path, "HOME": str(home), "OLP_HOME": str(home), **extra_env}
     return subprocess.run([sys.executable, "-m", "olp", "doctor", *args], env=env,
                           capture_output=True, text=True, timeout=120, check=False)

@@ -17,6 +17,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,7 @@ from typing import Any
 import httpx
 import trio
 from mock_openai_responses import MockResponses, offered_tools
-from olp_harness import descendants, in_thread, real_cli, run_proxy, wait_until
+from olp_harness import OWNER_TOKEN, descendants, in_thread, real_cli, run_proxy, wait_until
 from test_accounts_real import ask, codex_login, new_key, sha, write_config
 from test_codex_rate_limits import snapshot_headers
 from test_proxy_real_codex import KEY, codex_config_toml, proxy_env, start
@@ -130,6 +132,12 @@ async def test_rate_limit_windows_reach_olp_quota_and_rest_the_login(
         async with run_proxy(tmp_path / "home", cfg, env=proxy_env(tmp_path)) as proxy:
             first = await in_thread(lambda: chat(proxy, "Say hello."))
             view = (await in_thread(lambda: proxy.get("/v0/management/quota"))).json()
+            printed = await in_thread(lambda: subprocess.run(
+                [sys.executable, "-m", "olp", "quota"], capture_output=True, text=True,
+                timeout=30, check=True, env={"PATH": "/usr/bin:/bin",
+                                             "OLP_HOME": str(tmp_path / "home"),
+                                             "OLP_OWNER_TOKEN": OWNER_TOKEN,
+                                             "OLP_PORT": proxy.url.rsplit(":", 1)[1]}).stdout)
             mock.set_scenario("success", response_headers=snapshot_headers(
                 now, primary=95, secondary=20))
             second = await in_thread(lambda: chat(proxy, "Say hello again."))
@@ -139,6 +147,7 @@ async def test_rate_limit_windows_reach_olp_quota_and_rest_the_login(
                for w, r in view["providers"]["openai"]["reported"].items()}
     assert windows == {"five_hour": ("allowed", 0.42, now + 3 * 3600),
                        "seven_day": ("allowed", 0.13, now + 4 * 86400)}
+    assert "five_hour:allowed@42%" in printed and "seven_day:allowed@13%" in printed
     # 95 % of the five-hour window used, as codex reported it: the login rests until its reset
     assert third.status_code == 429, third.text
     detail = json.loads(third.headers["x-olp-fallback-detail"])
@@ -353,3 +362,25 @@ async def test_two_logins_each_answer_on_their_own_server(
     for slot in ("openai@alice", "openai@bob"):
         server = providers[slot]["app_server"]
         assert (server["started"], server["served"]) == (1, 2), (slot, server)
+
+
+async def test_a_tool_round_trip_in_the_responses_dialect(
+        tmp_path: Path, nursery: trio.Nursery) -> None:
+    codex = real_cli("OLP_REAL_CODEX")
+    tool = {"type": "function", "name": "get_weather",
+            "description": "Get the current weather for a city.",
+            "parameters": TOOLS[0]["function"]["parameters"]}
+    with trio.fail_after(HANG_GUARD_S):
+        mock = await start(nursery, "success")
+        async with run_proxy(tmp_path / "home", config(codex, mock),
+                             env=proxy_env(tmp_path)) as proxy:
+            client = proxy.client()
+            first = await in_thread(lambda: client.responses.create(
+                model=MODEL, input="What is the weather in Paris?", tools=[tool]))
+            [call] = [item for item in first.output if item.type == "function_call"]
+            second = await in_thread(lambda: client.responses.create(
+                model=MODEL, previous_response_id=first.id, tools=[tool],
+                input=[{"type": "function_call_output", "call_id": call.call_id,
+                        "output": "Sunny, 22 C"}]))
+    assert (call.name, json.loads(call.arguments)) == ("get_weather", {"city": "Paris"})
+    assert "Sunny, 22 C" in second.output_text

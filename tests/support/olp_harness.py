@@ -97,7 +97,8 @@ async def run_proxy(home: Path, config: dict[str, Any], *, env: dict[str, str] |
     """
     await trio.Path(home).mkdir(parents=True, exist_ok=True)
     await trio.Path(home / "config.json").write_text(
-        json.dumps(unchecked_by_default(cold_by_default(unconfined_fakes(config)))))
+        json.dumps(fakes_on_exec(unchecked_by_default(cold_by_default(
+            unconfined_fakes(config))))))
     proc_env = {
         "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(home)),
         "OLP_HOME": str(home), "OLP_PORT": "0", "OLP_OWNER_TOKEN": OWNER_TOKEN,
@@ -217,6 +218,18 @@ def cold_by_default(config: dict[str, Any]) -> dict[str, Any]:
     for name, block in providers.items():
         if name != "enabled" and isinstance(block, dict) and "kind" not in block:
             block.setdefault("warm", 0)
+    return config
+
+
+def fakes_on_exec(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` with ``codex_mode: "exec"`` for an ``openai`` provider running a fake CLI
+    (or none named): the fake codex plays ``codex exec`` and speaks no app-server JSON-RPC.
+    The app-server is tested with the real codex (``tests/realcli``) and under the MockClock
+    (``tests/unit/providers/test_codex_app_server.py``)."""
+    block = config.get("providers", {}).get("openai")
+    if isinstance(block, dict) and (
+            "binary" not in block or str(block["binary"]).startswith(str(FAKES))):
+        block.setdefault("codex_mode", "exec")
     return config
 
 

@@ -69,8 +69,9 @@ log = logging.getLogger("olp.providers.codex")
 _EMPTY_SCHEMA: Final = {"type": "object", "properties": {}}
 #: Threads one server makes before a fresh server takes over (memory grows per thread).
 THREADS_PER_SERVER: Final = 100
-#: How long a server may take to answer ``initialize`` (~0.7 s measured).
-START_TIMEOUT_S: Final = 30.0
+#: How long a server may take to answer ``initialize`` (~0.7 s measured); the requests
+#: waiting for it meanwhile then go to ``codex exec``.
+START_TIMEOUT_S: Final = 15.0
 #: A server with no thread this long ends (the next request starts one); a thread kept for a
 #: conversation keeps it up until that thread's time is over.
 IDLE_S: Final = 600.0
