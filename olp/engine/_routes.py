@@ -30,9 +30,9 @@ class Hop:
     entering this hop after a failure (``None``: the default categories); ``unsupported`` is
     what a capability the request needs and the hop lacks does (``degrade``: reasoning is
     served without, anything else skips the hop; ``skip``: any skips it; ``ignore``: none
-    does; :mod:`._capabilities`). ``accounts``: the
-    provider's logins this entry may use, in order (issue #30); a request's walk tries those
-    its key may use (:func:`olp.engine._walk.for_key`), one :attr:`account` at a time."""
+    does; :mod:`._capabilities`). ``accounts``: the provider's logins this entry may use, in
+    order (issue #30); a request's walk tries those its key may use
+    (:func:`olp.engine._walk.for_key`), one :attr:`account` at a time."""
 
     provider: str
     model: str
