@@ -29,7 +29,7 @@ QWEN = {"provider": "qwen", "model": "qwen3-coder-plus", "metered": True}
 DEVSTRAL = {"provider": "mistral", "model": "devstral-2-25-12", "metered": True}
 
 
-#: A Messages request with what Claude Code's need a hop to take: tools, and thinking.
+#: A Messages request with what Claude Code's requests need of a hop: tools, and thinking.
 LIKE_CLAUDE_CODE: dict[str, Any] = {
     "model": SONNET, "max_tokens": 1024, "thinking": {"type": "enabled", "budget_tokens": 2048},
     "tools": [{"name": "Read", "description": "Read a file",
@@ -48,9 +48,9 @@ def proxy_config(qwen: str, mock: MockOpenAI, chain: list[dict[str, Any]]) -> di
     return cfg
 
 
-async def ask_claude_code(tmp_path: Path, proxy: Any) -> tuple[int, str, Path]:
-    """One ``claude -p`` run in a directory holding ``notes.txt``: its exit code, its output
-    (JSON), and the file it was asked about."""
+async def ask_claude_code(tmp_path: Path, proxy: Any) -> tuple[int, str]:
+    """One ``claude -p`` run in a directory holding ``notes.txt``: its exit code and its
+    output (JSON; its stderr's tail when it printed nothing)."""
     claude = real_cli("OLP_REAL_CLAUDE")
     home, work = tmp_path / "claude-home", tmp_path / "claude-work"
     home.mkdir(exist_ok=True)
@@ -67,7 +67,7 @@ async def ask_claude_code(tmp_path: Path, proxy: Any) -> tuple[int, str, Path]:
         stdin=b"What does notes.txt say?", env=env, cwd=work,
         capture_stdout=True, capture_stderr=True, check=False)
     return done.returncode, done.stdout.decode(errors="replace") or \
-        done.stderr.decode(errors="replace")[-2000:], notes
+        done.stderr.decode(errors="replace")[-2000:]
 
 
 async def run_loop(tmp_path: Path, nursery: trio.Nursery, chain: list[dict[str, Any]]
@@ -75,13 +75,12 @@ async def run_loop(tmp_path: Path, nursery: trio.Nursery, chain: list[dict[str, 
     """Claude Code's run through a proxy serving ``chain``, then one request of the same
     needs (tools, thinking) by hand, for the headers Claude Code does not show."""
     qwen = real_cli("OLP_REAL_QWEN")
-    mock = await start(nursery, "read")
+    # the model's one call: Claude Code's Read of the file, by its absolute path
+    path = tmp_path / "claude-work" / "notes.txt"
+    mock = await start(nursery, "read", tool_arguments=json.dumps({"file_path": str(path)}))
     async with run_proxy(tmp_path / "home", proxy_config(qwen, mock, chain),
                          env=proxy_env(tmp_path)) as proxy:
-        # the model's one call: Claude Code's Read of the file, by its absolute path
-        path = tmp_path / "claude-work" / "notes.txt"
-        mock.set_scenario("read", tool_arguments=json.dumps({"file_path": str(path)}))
-        code, out, _ = await ask_claude_code(tmp_path, proxy)
+        code, out = await ask_claude_code(tmp_path, proxy)
         logs = list(proxy.logs)
         by_hand = await in_thread(lambda: httpx.post(
             f"{proxy.url}/v1/messages", timeout=60, json=LIKE_CLAUDE_CODE,
@@ -113,8 +112,11 @@ def assert_the_loop_ran(code: int, out: str, mock: MockOpenAI,
 async def test_claude_code_runs_its_tool_loop_on_a_qwen_hop(tmp_path: Path,
                                                             nursery: trio.Nursery) -> None:
     with trio.fail_after(120):
-        code, out, mock, logs, _ = await run_loop(tmp_path, nursery, [QWEN])
+        code, out, mock, logs, by_hand = await run_loop(tmp_path, nursery, [QWEN])
     assert_the_loop_ran(code, out, mock, logs)
+    assert by_hand.status_code == 200, by_hand.text
+    assert by_hand.headers["x-olp-ignored-params"].split(",")[-1] == "reasoning"
+    assert "x-olp-fallback-detail" not in by_hand.headers  # nothing failed, nothing skipped
 
 
 async def test_a_hop_without_tools_is_passed_over_for_its_own_cause(
