@@ -117,7 +117,10 @@ class ChainEntry(Strict, frozen=True, kw_only=True):
     name: NonEmpty | None = None
     on: tuple[Category, ...] | None = None
     metered: bool = False
-    unsupported: Literal["skip", "ignore"] = "skip"
+    #: What a lacked capability does (docs/adr/0026-reasoning.md): ``degrade`` serves without
+    #: reasoning but skips the hop for tools, images or JSON; ``skip`` skips it for any;
+    #: ``ignore`` serves without any. What is served without is in X-OLP-Ignored-Params.
+    unsupported: Literal["degrade", "skip", "ignore"] = "degrade"
 
     @property
     def label(self) -> str:

@@ -5,6 +5,7 @@ from olp.store import split_slot as split_slot
 
 from ._budget import Ledger as Ledger
 from ._budget import SoftLimits as SoftLimits
+from ._capabilities import CAPABILITIES as CAPABILITIES
 from ._detail import HopRecord as HopRecord
 from ._detail import detail_header as detail_header
 from ._engine import Answer as Answer

@@ -16,7 +16,9 @@ MESSAGE_CHARS = 200
 @dataclass(frozen=True, slots=True)
 class HopRecord:
     """One hop that failed (``hard``; or stopped the chain: ``client_error``,
-    ``auth_missing``, ``non_trigger``) or was skipped before spawning (``soft``)."""
+    ``auth_missing``, ``non_trigger``) or was skipped before spawning (``soft``); ``lacks``,
+    for a ``CAPABILITY`` skip, what the hop lacks that refused it (``tools``, ``images``,
+    ``response_format``, ``reasoning``)."""
 
     hop: int
     provider: str
@@ -28,14 +30,19 @@ class HopRecord:
     retry_after_s: float | None = None
     seconds: float | None = None  # how long an attempted hop ran (None: skipped)
     account: str = DEFAULT_ACCOUNT  # which login of the provider (issue #30)
+    lacks: tuple[str, ...] = ()
 
     def as_tuple(self) -> dict[str, object]:
         message = self.error_message
         if len(message) > MESSAGE_CHARS:
             message = message[:MESSAGE_CHARS - 1] + "\u2026"
-        return {"hop": self.hop, "provider": self.provider, "account": self.account,
-                "model": self.model, "code": self.code, "category": self.category,
-                "error_message": message, "trigger_type": self.trigger_type}
+        item: dict[str, object] = {
+            "hop": self.hop, "provider": self.provider, "account": self.account,
+            "model": self.model, "code": self.code, "category": self.category,
+            "error_message": message, "trigger_type": self.trigger_type}
+        if self.lacks:
+            item["lacks"] = list(self.lacks)
+        return item
 
 
 def detail_header(records: list[HopRecord], cap: int = DETAIL_CAP_BYTES) -> str:

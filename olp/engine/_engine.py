@@ -35,7 +35,7 @@ from olp.ir import (
 )
 
 from ._budget import Ledger
-from ._capabilities import ignored_params, missing_capabilities
+from ._capabilities import ignored_params, refused_for
 from ._detail import HopRecord
 from ._health import HealthBook, Skip
 from ._routes import Hop, Router
@@ -54,7 +54,8 @@ class Answer:
     :class:`Usage` seen, ``started_at`` when the hop was entered (``trio.current_time()``).
     """
 
-    def __init__(self, walk: Walk, attempt: Attempt, prelude: list[Event]) -> None:
+    def __init__(self, walk: Walk, attempt: Attempt, prelude: list[Event],
+                 ignored: tuple[str, ...]) -> None:
         self.route = walk.route
         self.index = attempt.index
         self.hop = attempt.hop
@@ -64,7 +65,7 @@ class Answer:
         self.usage: Usage | None = None
         self.model = self.hop.model
         self.session: str | None = None  # what the hop did with a kept CLI session
-        self.ignored_params = ignored_params(self.hop, walk.request)
+        self.ignored_params = ignored
         self._ledger = walk.engine.ledger if attempt.spawned else None  # a hit used nothing
         self._source = attempt.source
         self._engine = walk.engine
@@ -198,9 +199,10 @@ class Engine:
                     and hop.context_window <= before:
                 return Skip(Code.CONTEXT_WINDOW, f"{hop.name} has no larger context window "
                             f"({hop.context_window} <= {before})", None)
-        missing = missing_capabilities(hop, request)
-        if missing and hop.unsupported == "skip":
-            return Skip(Code.CAPABILITY, f"{hop.name} cannot take {', '.join(missing)}", None)
+        refused = refused_for(hop, request)
+        if refused:
+            return Skip(Code.CAPABILITY, f"{hop.name} cannot take {', '.join(refused)}", None,
+                        refused)
         return self.ledger.check(hop.slot) or self.health.check(hop.slot, hop.model)
 
     async def _walk(self, request: ChatRequest, context: RequestContext) -> Walk:
@@ -228,8 +230,7 @@ class Engine:
                 walk.interrupted(attempt)
                 raise
             if isinstance(outcome, list):
-                walk.succeeded(attempt)
-                return Answer(walk, attempt, outcome)
+                return Answer(walk, attempt, outcome, walk.succeeded(attempt))
             attempt.source.abandon()
             walk.failed(attempt, outcome)
         raise walk.exhausted()
@@ -256,12 +257,12 @@ class Engine:
                 raise
             source.abandon()
             if isinstance(outcome, list):
-                walk.succeeded(attempt)
+                ignored = walk.succeeded(attempt)
                 for event in outcome:
                     if isinstance(event, Usage) and attempt.spawned:
                         self.ledger.add_tokens(hop.slot, event.total_tokens)
-                return Completion(hop, attempt.index, outcome, walk.records,
-                                  ignored_params(hop, request), attempt.cache,
+                return Completion(hop, attempt.index, outcome, walk.records, ignored,
+                                  attempt.cache,
                                   seconds=trio.current_time() - attempt.started_at)
             events, error = outcome
             walk.failed(attempt, error)

@@ -41,11 +41,13 @@ class HealthPolicy:
 
 @dataclass(frozen=True, slots=True)
 class Skip:
-    """Why a hop is skipped, and for how much longer (``None``: unknown)."""
+    """Why a hop is skipped, and for how much longer (``None``: unknown); ``lacks``, for a
+    ``CAPABILITY`` skip, the capabilities the hop lacks that refused it."""
 
     code: Code
     message: str
     retry_after_s: float | None
+    lacks: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

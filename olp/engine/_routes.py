@@ -28,16 +28,18 @@ class Capabilities:
 class Hop:
     """One entry of a route. ``name`` defaults to ``provider:model``; ``on`` is the gate on
     entering this hop after a failure (``None``: the default categories); ``unsupported`` is
-    what to do when the request needs a capability the hop lacks. ``accounts``: the
-    provider's logins this entry may use, in order (issue #30); a request's walk tries those
-    its key may use (:func:`olp.engine._walk.for_key`), one :attr:`account` at a time."""
+    what a capability the request needs and the hop lacks does (``degrade``: reasoning is
+    served without, anything else skips the hop; ``skip``: any skips it; ``ignore``: none
+    does; :mod:`._capabilities`). ``accounts``: the provider's logins this entry may use, in
+    order (issue #30); a request's walk tries those its key may use
+    (:func:`olp.engine._walk.for_key`), one :attr:`account` at a time."""
 
     provider: str
     model: str
     name: str = ""
     on: frozenset[Category] | None = None
     metered: bool = False
-    unsupported: Literal["skip", "ignore"] = "skip"
+    unsupported: Literal["degrade", "skip", "ignore"] = "degrade"
     context_window: int | None = None
     capabilities: Capabilities = field(default_factory=Capabilities)
     accounts: tuple[str, ...] = (DEFAULT_ACCOUNT,)

@@ -29,7 +29,7 @@ from ._sources import CacheStatus, RequestContext
 if TYPE_CHECKING:
     from ._engine import Engine
 
-from ._capabilities import for_hop
+from ._capabilities import CAPABILITIES, for_hop, ignored_params
 
 log = logging.getLogger("olp.engine")
 
@@ -118,7 +118,7 @@ class Walk:
                 self.engine.skip_reason(hop, self.request, after=self.last)
             if skip is not None:
                 self._record(hop, skip.code, _skip_category(skip), skip.message, "soft",
-                             skip.retry_after_s)
+                             skip.retry_after_s, lacks=skip.lacks)
                 continue
             source, status = await self.engine.sources.open(
                 self.actors[hop.slot], hop, for_hop(self.request, hop), self.context)
@@ -170,10 +170,23 @@ class Walk:
         self._record(hop, error.code, error.category, error.message, trigger,
                      error.retry_after_s, trio.current_time() - attempt.started_at)
 
-    def succeeded(self, attempt: Attempt) -> None:
+    def succeeded(self, attempt: Attempt) -> tuple[str, ...]:
+        """Notes the hop that answered; returns what it answers without
+        (``X-OLP-Ignored-Params``). A hop that serves without a capability the request asked
+        for (its entry lets that degrade) logs a ``hop`` line naming it (``degraded``)."""
+        hop = attempt.hop
         if attempt.spawned:
-            self.engine.health.record_success(attempt.hop.slot)
+            self.engine.health.record_success(hop.slot)
             self.engine.changed()
+        ignored = ignored_params(hop, self.request)
+        lacks = [p for p in ignored if p in CAPABILITIES] if ignored else None
+        if lacks:
+            log.info("hop", extra={
+                "event": "hop", "chain_id": self.chain_id, "hop": self.index,
+                "provider": hop.provider, "account": hop.account, "model": hop.model,
+                "trigger_type": "degraded", "code": Code.CAPABILITY, "lacks": lacks,
+                "ir_request_hash": request_hash(self.request), "next_provider": None})
+        return ignored
 
     def interrupted(self, attempt: Attempt) -> None:
         if attempt.spawned:
@@ -181,17 +194,21 @@ class Walk:
 
     def _record(self, hop: Hop, code: str, category: str, message: str,
                 trigger: TriggerType, retry_after_s: float | None,
-                seconds: float | None = None) -> None:
+                seconds: float | None = None, *, lacks: tuple[str, ...] = ()) -> None:
         self.records.append(HopRecord(self.index, hop.provider, hop.model, code, category,
-                                      message, trigger, retry_after_s, seconds, hop.account))
+                                      message, trigger, retry_after_s, seconds, hop.account,
+                                      lacks))
         nxt = self.route.hops[self.index + 1].provider \
             if self.index + 1 < len(self.route.hops) and not self.stopped else None
-        log.info("hop", extra={
+        extra = {
             "event": "hop", "chain_id": self.chain_id, "hop": self.index,
             "provider": hop.provider, "account": hop.account, "model": hop.model,
             "trigger_type": trigger,
             "code": code, "category": category, "ir_request_hash": request_hash(self.request),
-            "next_provider": nxt})
+            "next_provider": nxt}
+        if lacks:
+            extra["lacks"] = list(lacks)
+        log.info("hop", extra=extra)
 
     def exhausted(self) -> ChainFailed:
         return ChainFailed(self.route, self.records, self.first)

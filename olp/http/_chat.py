@@ -277,7 +277,8 @@ def _stream_logger(chat: ChatRequest, then: StreamEnd) -> ChatStream.OnEnd:
     def on_end(outcome: str, answer: Answer | None, failure: ChainFailed | None) -> None:
         log_request(chat, answer.hop.provider if answer else "-",
                     answer.model if answer else "-", 200, outcome, key=key,
-                    seconds=trio.current_time() - t0)
+                    seconds=trio.current_time() - t0,
+                    ignored=answer.ignored_params if answer else ())
         then(outcome, answer, failure)
 
     return on_end
@@ -290,7 +291,7 @@ def complete(chat: ChatRequest, done: Completion, policy: HeaderPolicy,
                        done.cache, done.session)
     headers.update(olp_headers(truncated="true" if done.truncated else None))
     log_request(chat, done.hop.provider, done.model, 200, "truncated" if done.truncated
-                else "ok")
+                else "ok", ignored=done.ignored_params)
     return Response(body, status=200, content_type="application/json",
                     headers=headers)
 
@@ -317,14 +318,17 @@ def key_policy(principal: object) -> KeyPolicy:
 
 def log_request(chat: ChatRequest, provider: str, model: str, status: int, outcome: str,
                 *, key: str | None = None, seconds: float | None = None,
-                error: str | None = None) -> None:
-    """One line per chat request: who, which hop, how it ended, and for a failure what the
-    hop said (``error``, whatever the client was told). Never the prompt."""
+                error: str | None = None, ignored: tuple[str, ...] = ()) -> None:
+    """One line per chat request: who, which hop, how it ended, for a failure what the hop
+    said (``error``, whatever the client was told), and what the hop answered without
+    (``ignored``, as in ``X-OLP-Ignored-Params``). Never the prompt."""
     elapsed = seconds if seconds is not None else trio.current_time() - g.t0
     extra = {"event": "chat", "key": key or g.principal.name, "requested_model": chat.model,
              "provider": provider, "model": model, "stream": chat.stream, "status": status,
              "outcome": outcome, "ms": round(elapsed * 1000)}
     if error:
         extra["error"] = error
+    if ignored:
+        extra["ignored"] = list(ignored)
     log.info("chat completion", extra=extra)
 

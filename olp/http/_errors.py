@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from olp.engine import ChainFailed, Hop
+from olp.engine import CAPABILITIES, ChainFailed, Hop, HopRecord
 from olp.failures import Code
 from olp.ir import Category, ChatRequest, Error
 
@@ -118,8 +118,9 @@ def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) ->
         return ChainError(ApiError(403, message, "permission_error", "provider_not_allowed",
                                    "model"), hop, Code.KEY_POLICY, message)
     if exc.skip_codes - {Code.KEY_POLICY} <= {Code.CAPABILITY, Code.CONTEXT_WINDOW}:
-        what = "tools" if chat.tools else "this request"
-        code = "tools_unsupported" if chat.tools else "capability_unsupported"
+        shared = lacked_by_all(exc.records)
+        what = " or ".join(shared) or "this request"
+        code = "tools_unsupported" if "tools" in shared else "capability_unsupported"
         message = f"No hop of `{chat.model}` can take {what}: {reasons}"
         return ChainError(ApiError(400, message, "invalid_request_error", code), hop, code,
                           message)
@@ -137,6 +138,18 @@ def chain_error(chat: ChatRequest, exc: ChainFailed, *, public: bool = False) ->
         else message
     return ChainError(ApiError(429, shown, "rate_limit_error", "all_hops_cooling",
                                headers=headers), hop, Code.ALL_HOPS_COOLING, message)
+
+
+def lacked_by_all(records: list[HopRecord]) -> list[str]:
+    """The capabilities every hop skipped for the request's needs lacks (a hop the key may
+    not use aside), in :data:`~olp.engine.CAPABILITIES` order: the only causes a refusal's
+    lead-in may name; none when some hop was refused for anything else (its own reason
+    then says what)."""
+    shut = [r for r in records if r.trigger_type == "soft" and r.code != Code.KEY_POLICY]
+    if not shut:
+        return []
+    common = set(shut[0].lacks).intersection(*(r.lacks for r in shut[1:]))
+    return [c for c in CAPABILITIES if c in common]
 
 
 def stream_error_frame(enc: StreamWriter, error: Error, *, public: bool) -> bytes:

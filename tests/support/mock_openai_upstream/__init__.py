@@ -5,11 +5,13 @@ from mockhttp.weather import WEATHER_ANSWER_PREFIX, WEATHER_TOOL_SUFFIX
 from ._server import (
     DEFAULT_DELTAS,
     PROMPT_TOKENS,
+    READ_ANSWER_PREFIX,
     SCENARIOS,
     MockOpenAI,
     Scenario,
     serve_mock,
 )
 
-__all__ = ["DEFAULT_DELTAS", "PROMPT_TOKENS", "SCENARIOS", "WEATHER_ANSWER_PREFIX",
+__all__ = ["DEFAULT_DELTAS", "PROMPT_TOKENS", "READ_ANSWER_PREFIX", "SCENARIOS",
+           "WEATHER_ANSWER_PREFIX",
            "WEATHER_TOOL_SUFFIX", "MockOpenAI", "Scenario", "serve_mock"]

@@ -18,6 +18,11 @@ Tokyo" → two parallel calls, else one; default Paris), after an optional text 
 the last user text — how a CLI hop renders the history), the answer is
 :data:`WEATHER_ANSWER_PREFIX` + the results joined by ``" | "``; without such a tool it
 answers as ``success``.
+
+``read`` (Claude Code as a client, issue #44): as ``weather``, for the offered function whose
+name ends with ``Read`` (Claude Code's file tool, through a CLI hop's bridge): one call with
+``tool_arguments`` (``{"file_path": ...}``), then :data:`READ_ANSWER_PREFIX` + the first
+line of each result rendered into the prompt (``[Read returned] ...``).
 """
 from __future__ import annotations
 
@@ -33,9 +38,11 @@ import h11
 import trio
 from mockhttp import Exchange, RequestLog, Responder, fmt_seconds, serve_mock_of
 from mockhttp.scenario import DEFAULT_DELTAS, ScenarioBase
-from mockhttp.weather import chat_weather_tool, report_or_cities
+from mockhttp.weather import chat_weather_tool, report_or_cities, returned_results
 
 PROMPT_TOKENS = 21
+READ_TOOL_SUFFIX = "Read"
+READ_ANSWER_PREFIX = "The file says: "
 CREATED = 1_700_000_000
 
 SCENARIOS: frozenset[str] = frozenset(
@@ -58,6 +65,7 @@ SCENARIOS: frozenset[str] = frozenset(
         "stall",  # `cut_after` deltas, then silence with the connection open
         "stream_error",  # `cut_after` deltas, then an in-stream {"error": {...}} event
         "weather",  # get_weather call(s), then the answer from the results (module docstring)
+        "read",  # a call of the offered ...Read tool, then the answer quoting its result
     }
 )
 
@@ -321,7 +329,8 @@ class _Server(Responder[MockOpenAI]):
             await out.event(_error_body("server_error", None, scenario.message))
             await ex.send(h11.EndOfMessage())
             return None
-        weather = weather_answer(payload) if name == "weather" else None
+        weather = weather_answer(payload) if name == "weather" else \
+            read_answer(payload, scenario.tool_arguments) if name == "read" else None
         if isinstance(weather, list):
             if scenario.preamble:
                 await out.deltas((scenario.preamble,))
@@ -375,6 +384,23 @@ def weather_answer(body: dict[str, Any]) -> list[tuple[str, str]] | str | None:
                if m.get("role") == "tool"]
     move = report_or_cities(text, results)
     return move if isinstance(move, str) else [(tool, json.dumps({"city": c})) for c in move]
+
+
+def read_answer(body: dict[str, Any], arguments: str | None) -> list[tuple[str, str]] | str | None:
+    """read: the call to make (``[(name, JSON arguments)]``), the text quoting the results
+    already rendered into the last user text, or None when no ``...Read`` tool is offered."""
+    tool = next((t["function"]["name"] for t in body.get("tools") or []
+                 if isinstance(t, dict) and isinstance(t.get("function"), dict)
+                 and str(t["function"].get("name", "")).endswith(READ_TOOL_SUFFIX)), None)
+    if tool is None:
+        return None
+    messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+    text = next((_text(m.get("content")) for m in reversed(messages)
+                 if m.get("role") == "user"), "")
+    found = returned_results(text, READ_TOOL_SUFFIX)
+    if found:
+        return READ_ANSWER_PREFIX + " | ".join(found)
+    return [(tool, arguments or "{}")]
 
 
 def _error_body(etype: str, code: str | None, message: str) -> dict[str, Any]:

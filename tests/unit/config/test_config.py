@@ -131,7 +131,8 @@ def test_a_full_example_decodes(home: Path) -> None:
     assert s.enabled_providers() == ("anthropic", "openai", "router")
     sonnet = cfg.routing.chains["sonnet"]
     assert [e.label for e in sonnet] == ["sub", "api"]
-    assert sonnet[0].on is None and not sonnet[0].metered and sonnet[0].unsupported == "skip"
+    assert sonnet[0].on is None and not sonnet[0].metered
+    assert sonnet[0].unsupported == "degrade"  # reasoning degrades; tools, images skip (#44)
     assert sonnet[1].on == ("usage_window", "unavailable") and sonnet[1].metered
     assert cfg.routing.soft_triggers["anthropic"].daily_request_count_threshold == 1000
 
@@ -144,6 +145,14 @@ def test_a_full_example_decodes(home: Path) -> None:
         "openai-compatible", "https://example/v1", "ROUTER_KEY")
     assert router.metered and router.max_concurrent == 8
     assert "…" not in repr(s) and "…" not in repr(cfg.providers.blocks["anthropic"])
+
+
+@pytest.mark.parametrize("value", ["degrade", "skip", "ignore"])
+def test_every_unsupported_value_decodes(home: Path, value: str) -> None:
+    # "skip" and "ignore" are what configs before issue #44 could say: still valid
+    entry = {"provider": "anthropic", "model": "x", "unsupported": value}
+    s = _settings(home, {"routing": {"chains": {"fast": [entry]}}})
+    assert s.config.routing.chains["fast"][0].unsupported == value
 
 
 def test_provider_defaults(home: Path) -> None:
