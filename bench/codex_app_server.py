@@ -1,6 +1,7 @@
 """codex on its app-server against ``codex exec``: how soon the client sees content.
 
     python -m bench.codex_app_server [--requests N] [--deltas D] [--interval S]
+                                     [--idle-s S] [--load N] [--concurrency C]
                                      [--write docs/benchmarks.md]
 
 Starts the loopback mock Responses API (``python -m mock_openai_responses`` from
@@ -15,11 +16,13 @@ SSE events carried content. Then the app-server's resident memory idle (``/healt
 mock's log must hold every user message once. Goal (issue #43): first content within 150 ms of
 the first upstream delta.
 
-Then ``--load`` requests (default 1,000) at ``--concurrency`` (16) through one more
-``app-server`` proxy against a mock answering at once (scenario ``success``), a mix of a third
-streamed, a third not, a third offering a tool (the mock calls it: ``tool_calls``): the
-throughput, the server's memory after the first 100 and at the end, how many servers served
-(one is replaced after 100 threads) and the threads left open at the end (must be 0).
+Then the app-server idles ``--idle-s`` (40 s: a server that has answered is replaced
+by a fresh one after 30 s idle) and its memory is read again. Then ``--load`` requests
+(default 1,000) at ``--concurrency`` (16) through one more ``app-server`` proxy against a
+mock answering at once (scenario ``success``), a mix of a third streamed, a third not, a
+third offering a tool (the mock calls it: ``tool_calls``): the throughput, the server's
+memory after the first 100 and at the end, how many servers served (one is replaced after
+100 threads) and the threads left open at the end (must be 0).
 """
 
 from __future__ import annotations
@@ -84,9 +87,10 @@ def start_mock(root: Path, deltas: int, interval: float, scenario: str = "slow")
     return server
 
 
-def proxy_config(binary: str, mock_url: str, mode: str) -> dict[str, Any]:
+def proxy_config(binary: str, mock_url: str, mode: str, slots: int = 4) -> dict[str, Any]:
     return {"providers": {"enabled": {"openai": True, "anthropic": False, "mistral": False},
                           "openai": {"binary": binary, "codex_mode": mode, "metered": True,
+                                     "max_concurrent": slots,
                                      "home_files": {".codex/config.toml":
                                                     codex_config_toml(mock_url)},
                                      "env": {"OPENAI_API_KEY": "sk-mock-0000"}}},
@@ -121,7 +125,8 @@ def load_run(root: Path, binary: str, total: int, concurrency: int) -> list[str]
     """The c=``concurrency`` mix through one app-server proxy; the report's lines."""
     mock = start_mock(root / "load", 0, 0.0, scenario="success")
     (root / "load-proxy" / "user-home").mkdir(parents=True)
-    proxy = start_olp(root / "load-proxy", proxy_config(binary, mock.url, "app-server"),
+    proxy = start_olp(root / "load-proxy", proxy_config(binary, mock.url, "app-server",
+                                                        concurrency),
                       ["openai"], name="codex load proxy",
                       env={"HOME": str(root / "load-proxy" / "user-home")})
     try:
@@ -177,6 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=6)
     parser.add_argument("--deltas", type=int, default=20)
     parser.add_argument("--interval", type=float, default=0.25)
+    parser.add_argument("--idle-s", type=float, default=40.0,
+                        help="then idle this long and read the server's memory (0: no)")
     parser.add_argument("--load", type=int, default=1000, help="0: no load run")
     parser.add_argument("--concurrency", type=int, default=16)
     add_write(parser, "codex app-server")
@@ -213,6 +220,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                               total, events))
             health = clients["app-server"].get("/health").json()
             memory = health["providers"]["openai"]["app_server"]["memory_bytes"]
+            idle_memory, kept = None, 0
+            if args.idle_s:  # idle after use: a fresh server takes the used one's place
+                time.sleep(args.idle_s)
+                health = clients["app-server"].get("/health").json()
+                idle_memory = health["providers"]["openai"]["app_server"]["memory_bytes"]
+                kept = health["providers"]["openai"]["app_server"]["kept"]
         finally:
             for proxy in proxies.values():
                 stop(proxy)
@@ -232,7 +245,11 @@ def main(argv: Sequence[str] | None = None) -> int:
              *table(["codex_mode", "first content after the first upstream delta (median)",
                      "(max)", "last byte (median)", "content events (median)"],
                     "lrrrr", rows), "",
-             f"The app-server's resident memory after the run: {memory / 2**20:.0f} MB.", "",
+             f"The app-server's resident memory after the run: {memory / 2**20:.0f} MB"
+             + (f"; after {args.idle_s:g} s idle: {idle_memory / 2**20:.0f} MB, holding {kept} "
+                "threads kept for their conversations (a used server holding none is replaced "
+                "by a fresh one after 30 s idle)." if idle_memory is not None else "."),
+             "",
              *loaded]
     info = machine_info()
     notes = [f"{k}: {v}" for k, v in info.items()]

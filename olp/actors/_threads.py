@@ -31,6 +31,7 @@ class ThreadServerStatistics:
 
     running: bool  # a server is up now
     threads: int  # threads open on it now
+    kept: int  # threads kept for their conversation's next turn
     started: int  # servers started since OLP started (a restart counts)
     served: int  # jobs handed a thread
     memory_bytes: int  # the running server's resident memory

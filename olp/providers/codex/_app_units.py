@@ -48,7 +48,7 @@ from olp.actors._run_dir import job_dir
 from olp.actors._threads import ThreadServerStatistics
 from olp.actors._toolbridge import offered_tools
 from olp.actors._warm_units import WarmProcess, WarmStartError
-from olp.ir import ChatRequest, Event, Reasoning, Stop, ToolSpec
+from olp.ir import ChatRequest, Error, Event, Reasoning, Stop, ToolSpec
 from olp.ir._conversation import continuation, resume_points
 
 from ._app_parser import CodexAppParser
@@ -75,6 +75,9 @@ START_TIMEOUT_S: Final = 15.0
 #: A server with no thread this long ends (the next request starts one); a thread kept for a
 #: conversation keeps it up until that thread's time is over.
 IDLE_S: Final = 600.0
+#: A server that has answered and holds no thread is replaced by a fresh one after this long
+#: idle: it grew ~50 MB with its first thread (measured), a fresh one idles at ~123 MB.
+REFRESH_S: Final = 30.0
 #: Threads kept for their conversation's next turn, at most (the oldest is closed).
 KEPT_MAX: Final = 32
 #: At the model's tool calls, how long codex may take to ask for the last of them.
@@ -170,9 +173,10 @@ class _Server:
 class AppServers:
     """The codex provider's :class:`~olp.actors._threads.ThreadServers` (one per runner)."""
 
-    def __init__(self, *, idle_s: float = IDLE_S,
+    def __init__(self, *, idle_s: float = IDLE_S, refresh_s: float = REFRESH_S,
                  threads_per_server: int = THREADS_PER_SERVER) -> None:
         self.idle_s = idle_s
+        self.refresh_s = refresh_s
         self.threads_per_server = threads_per_server
         self._nursery: trio.Nursery | None = None
         self._current: _Server | None = None
@@ -201,6 +205,7 @@ class AppServers:
         running = current is not None and current.app.alive()
         return ThreadServerStatistics(
             running=running, threads=sum(s.open_threads for s in self._servers),
+            kept=len(self._kept),
             started=self._started, served=self._served,
             memory_bytes=current.app.rss_bytes() if running and current is not None else 0)
 
@@ -355,6 +360,7 @@ class AppServers:
     def _drop(kept: _Kept) -> None:
         kept.thread.close()
         shutil.rmtree(kept.workdir.parent, ignore_errors=True)
+        kept.server.poke()
 
     # -- servers -------------------------------------------------------------------------
 
@@ -406,7 +412,7 @@ class AppServers:
                     log.info("codex app-server started", extra={"provider": runner.slot})
                     task_status.started(server)
                     try:
-                        await self._until_done(server)
+                        await self._until_done(server, runner, model)
                     finally:
                         self._servers.remove(server)
                         if self._current is server:
@@ -416,21 +422,43 @@ class AppServers:
         finally:
             shutil.rmtree(base, ignore_errors=True)
 
-    async def _until_done(self, server: _Server) -> None:
-        """Return once the server has ended, or is retired (or idle for :attr:`idle_s`)
-        with no open thread."""
+    async def _until_done(self, server: _Server, runner: CliRunner, model: str) -> None:
+        """Return once the server has ended, or is retired with no open thread: at once when
+        retired, after :attr:`idle_s` without a request (or later, while it holds a thread
+        kept for a conversation), or after :attr:`refresh_s` when it has answered and holds
+        no thread (a fresh server then takes its place)."""
         while not server.ended.is_set():
-            idle_until = max(server.last_used + self.idle_s, server.kept_until)
+            kept = any(k.server is server for k in self._kept.values())
+            end_at = max(server.last_used + self.idle_s, server.kept_until if kept else -math.inf)
+            refresh_at = server.last_used + self.refresh_s \
+                if server.made and not kept and self.refresh_s < self.idle_s else math.inf
             if server.open_threads == 0:
+                now = trio.current_time()
                 if server.retired.is_set():
                     return
-                if trio.current_time() >= idle_until:
+                if now >= end_at:
                     self._retire(server, f"no request for {self.idle_s:g} s")
                     return
+                if now >= refresh_at:
+                    self._retire(server, "idle after use: a fresh server takes its place")
+                    if self._nursery is not None:
+                        self._nursery.start_soon(self._refresh, runner, model)
+                    return
             server.changed = trio.Event()
-            deadline = idle_until if server.open_threads == 0 else math.inf
+            deadline = min(end_at, refresh_at) if server.open_threads == 0 else math.inf
             with trio.move_on_at(deadline):
                 await server.changed.wait()
+
+    async def _refresh(self, runner: CliRunner, model: str) -> None:
+        """Start a fresh server ahead of the next request (its login's current pass)."""
+        login_pass = None
+        if runner.login is not None:
+            got = await runner.login.current()
+            if isinstance(got, Error):
+                return
+            login_pass = got
+        with contextlib.suppress(WarmStartError):  # _server_for logged why
+            await self._server_for(runner, model, login_pass)
 
     def _retire(self, server: _Server, why: str) -> None:
         if not server.retired.is_set():

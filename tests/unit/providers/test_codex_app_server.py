@@ -5,6 +5,7 @@ scripted fake of ``fake_codex_app_server``. Exact virtual times; every server en
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -233,7 +234,8 @@ async def test_a_new_login_token_retires_the_server_once_its_turns_are_done(
 async def test_a_server_is_replaced_after_its_threads_and_ends_when_idle(
         autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
     spawner = AppSpawner()
-    runner = make_runner(tmp_path, spawner, idle_s=60.0, threads_per_server=2)
+    runner = make_runner(tmp_path, spawner, idle_s=60.0, refresh_s=math.inf,
+                         threads_per_server=2)
     servers = await serving(nursery, runner)
     for text in ("one", "two", "three"):
         await answer(runner, asked(text))
@@ -244,6 +246,24 @@ async def test_a_server_is_replaced_after_its_threads_and_ends_when_idle(
         await trio.sleep(1)
     assert trio.current_time() - t0 == pytest.approx(60.0, abs=1.0)
     assert servers.statistics().running is False
+
+
+async def test_an_idle_server_that_has_answered_is_replaced_by_a_fresh_one(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path) -> None:
+    spawner = AppSpawner()
+    runner = make_runner(tmp_path, spawner, idle_s=600.0, refresh_s=30.0)
+    servers = await serving(nursery, runner)
+    await answer(runner, asked("one"))
+    t0 = trio.current_time()
+    while len(spawner.fakes) < 2:  # noqa: ASYNC110 - virtual time
+        await trio.sleep(0.5)
+    assert trio.current_time() - t0 == pytest.approx(30.0, abs=0.6)
+    await trio.sleep(START + 0.1)
+    assert spawner.fakes[0].returncode is not None and spawner.fakes[1].returncode is None
+    assert servers.statistics().running  # fresh, never used: it waits for the next request
+    second = await answer(runner, asked("two"))
+    assert second.of(TextDelta)[0][0] == DELAY  # served at once by the fresh server
+    assert len(spawner.fakes) == 2
 
 
 async def test_codex_s_requests_to_the_client_are_refused_not_left_hanging(
