@@ -637,7 +637,11 @@ def render(results: Sequence[Result], info: dict[str, str], command: str,
         "exception: `vibe -p` reads its prompt before it starts up, so its warm unit is a "
         "session (`session/new`, ~0.4–1.8 s) made ahead of time on a `vibe-acp` server "
         "started once (~5–10 s, with the first warm-up request) and kept; the request sends "
-        "`session/prompt`, and the replacement is a new session on the same server.",
+        "`session/prompt`, and the replacement is a new session on the same server. codex "
+        "too: *cold* is `codex exec` (`codex_mode: \"exec\"`, no pool), *warm* its "
+        "long-lived `codex app-server` (the default mode; ADR 0032), up since the first "
+        "warm-up request: the request starts a thread and its turn (`served` stands for the "
+        "pool's hits; idle RSS is the server's).",
         "- **Settling**: before every request both proxies are let settle — the cold one has "
         "no process left, the warm one's `/health` shows `warm: 1`, `booting: 0`, and what "
         f"runs below it used ≤ {SETTLE_CPU_S * 1000:.0f} ms of CPU in each of two "
