@@ -313,7 +313,19 @@ class CliRunner:
                                 turn: Turn | None, login_pass: LoginPass | None,
                                 ) -> Error | Event | None:
         """Answer ``request`` in a thread of :attr:`threads`. ``None`` when no thread could be
-        had or it could not take the request (nothing was sent: the caller spawns the CLI)."""
+        had or it could not take the request (nothing was sent: the caller spawns the CLI).
+        A conversation continued in its kept thread that fails before any content is
+        answered once more in a fresh thread with the whole history, as a failed resume is."""
+        terminal = await self._in_thread(request, model, emit, turn, login_pass)
+        if turn is not None and turn.continued and terminal is not None \
+                and _replayable(terminal) and not turn.content:
+            turn.continued, turn.new_turns, turn.evicted = False, (), "resume_failed"
+            terminal = await self._in_thread(request, model, emit, turn, login_pass)
+        return terminal
+
+    async def _in_thread(self, request: ChatRequest, model: str, emit: Emit,
+                         turn: Turn | None, login_pass: LoginPass | None,
+                         ) -> Error | Event | None:
         assert self.threads is not None
         try:
             async with self.threads.open(self, request, model, login_pass, turn) as unit:

@@ -439,3 +439,23 @@ async def test_kept_threads_end_after_the_session_ttl(
     assert not servers.holds(request, f"1|openai|{MODEL}")
     second = await chat(runner, history)
     assert [e.session for _, e in second.of(Start)] == ["new"]  # type: ignore[attr-defined]
+
+
+async def test_a_continued_thread_that_fails_before_content_is_answered_afresh(
+        autojump_clock: trio.testing.MockClock, nursery: trio.Nursery, tmp_path: Path,
+        db: Database) -> None:
+    spawner = AppSpawner([Script(), Script(deltas=(), status="failed",
+                                           error={"message": "something odd happened"})])
+    runner = kept_runner(tmp_path, db, spawner)
+    await serving(nursery, runner)
+    first = await chat(runner, [user("first")])
+    second = await chat(runner, [user("first"), Message(
+        role="assistant", content=(TextPart(text=said(first)),)), user("second")])
+    assert said(second) == "Hello from codex." and isinstance(second.events[-1][1], Stop)
+    assert [e.session for _, e in second.of(Start)] == [  # type: ignore[attr-defined]
+        "resumed", "evicted:resume_failed"]
+    fake = spawner.fakes[0]
+    assert fake.methods().count("thread/start") == 2  # the replay: a fresh thread
+    [fresh] = [texts for texts in fake.inputs.values() if len(texts) == 1 and
+               "second" in texts[0]]
+    assert "first" in fresh[0]  # with the whole history
